@@ -1,0 +1,37 @@
+// The analysis engine: pure functions from EventStores to a Report.
+//
+// No I/O, no globals, no vendor types. The same function runs on events from
+// a trace file, a live CUPTI session, or a planted test timeline.
+//
+// Contract: analyze() may be called from any thread; it only reads its
+// arguments. Stores are analysed per rank; step windows come from each
+// store's `steps` (a store with no steps is analysed as one whole-trace
+// window, and says so in diagnostics).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuutil/events.h"
+#include "gpuutil/report.h"
+
+namespace gpuutil {
+
+struct AnalysisOptions {
+  std::optional<double> flops_per_step;  // user's FLOPs per step (per rank)
+  std::string dtype = "bf16";            // picks the peak for MFU
+  std::optional<double> peak_tflops;     // overrides the peak table
+  int64_t short_kernel_threshold_ns = 10'000;
+  size_t top_n = 5;
+};
+
+// Analyses one or more stores (one per rank) into one report. Steps are
+// matched across ranks by step number; the first store is the reference
+// rank for step-level start/end and the summary's span.
+Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptions& options);
+inline Report analyze(const EventStore& store, const AnalysisOptions& options = {}) {
+  return analyze(std::vector<const EventStore*>{&store}, options);
+}
+
+}  // namespace gpuutil

@@ -1,0 +1,74 @@
+// Counted data-quality diagnostics, visible in every report.
+//
+// Every data problem a collector, importer or the analysis meets (dropped
+// records, unknown kinds, clock faults, malformed events, unmatched
+// correlations) is a named counter with a severity and a one-line
+// description, never a log line. The list below is the single registry:
+// docs/diagnostics.md documents the same names.
+//
+// Contract: a Diagnostics value is owned by one EventStore or Report and is
+// not thread-safe; merge() combines two.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gpuutil {
+
+enum class Severity : uint8_t { kInfo, kWarning, kError };
+const char* to_string(Severity s);
+
+// X(name, severity, description)
+#define GPUUTIL_DIAGNOSTICS(X)                                                                     \
+  X(input_unreadable, kError, "the input could not be read or decompressed")                       \
+  X(json_invalid, kError, "the input is not valid JSON; events after the fault were not read")     \
+  X(trace_events_missing, kError, "the trace has no traceEvents array")                            \
+  X(event_malformed, kWarning, "an event lacked a required field or had a wrong type; skipped")    \
+  X(event_negative_duration, kWarning, "an event had a negative duration; skipped")                \
+  X(event_huge_duration, kWarning, "an event lasted longer than 1 day; skipped")                   \
+  X(event_timestamp_out_of_range, kWarning, "a timestamp was outside the int64 ns range; skipped") \
+  X(event_unknown_phase, kInfo, "an event had a phase gpuutil does not use; ignored")              \
+  X(event_unknown_category, kInfo, "a complete event had a category gpuutil does not know; ignored") \
+  X(device_properties_malformed, kWarning, "deviceProperties was present but unusable")            \
+  X(steps_missing, kWarning, "no ProfilerStep#N ranges: the whole trace is one window")            \
+  X(steps_overlapping, kWarning, "step ranges overlapped; the later step was clipped")             \
+  X(activity_unknown_device, kInfo, "device work on a device with no deviceProperties")            \
+  X(launch_unmatched, kInfo, "device work whose launching host call was not found")               \
+  X(rocm_trace, kInfo, "the trace is from ROCm/HIP; HIP runtime names were mapped")               \
+  X(flops_unknown, kInfo, "no FLOP count for the steps: MFU is null")                              \
+  X(peak_unknown, kInfo, "no peak FLOP/s known for a device: MFU is null (pass peak_tflops)")      \
+  X(launch_config_missing, kInfo, "kernels without grid/block: SM efficiency/occupancy partial")
+
+enum class Diag : uint16_t {
+#define GPUUTIL_DIAG_ENUM(name, sev, desc) name,
+  GPUUTIL_DIAGNOSTICS(GPUUTIL_DIAG_ENUM)
+#undef GPUUTIL_DIAG_ENUM
+      kCount
+};
+inline constexpr size_t kDiagCount = static_cast<size_t>(Diag::kCount);
+
+struct DiagInfo {
+  const char* name;
+  Severity severity;
+  const char* description;
+};
+const DiagInfo& diag_info(Diag d);
+
+class Diagnostics {
+ public:
+  // Counts n occurrences; `example` (first one only is kept) helps a user
+  // find the offending input, e.g. "event #1234: missing ts".
+  void add(Diag d, uint64_t n = 1, std::string_view example = {});
+  uint64_t count(Diag d) const { return counts_[static_cast<size_t>(d)]; }
+  const std::string& example(Diag d) const { return examples_[static_cast<size_t>(d)]; }
+  void merge(const Diagnostics& other);
+  bool any_error() const;
+
+ private:
+  std::array<uint64_t, kDiagCount> counts_{};
+  std::array<std::string, kDiagCount> examples_{};
+};
+
+}  // namespace gpuutil

@@ -1,0 +1,32 @@
+// Maps PyTorch / NCCL / user range names to a RangeCategory and host API
+// names to (HostApiKind, SyncKind).
+//
+// Pure string functions shared by every collector that sees names: the
+// Kineto importer today, the NVTX and RecordFunction collectors later.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "gpuutil/events.h"
+
+namespace gpuutil {
+
+// `is_op` is true for framework operator events (cpu_op / Operator); they are
+// kOp unless the name has a specific meaning (aten::item -> kHostSync, ...).
+RangeCategory classify_range(std::string_view name, bool is_op);
+
+// Returns the step number for "ProfilerStep#N" (or "gpuutil.step#N"), else -1.
+int64_t parse_step_number(std::string_view name);
+
+struct ApiClass {
+  HostApiKind kind;
+  SyncKind sync;
+};
+// CUDA runtime/driver and HIP names.
+ApiClass classify_api(std::string_view name);
+
+// True for collective-communication kernels (NCCL, RCCL, ...).
+bool is_communication_kernel(std::string_view name);
+
+}  // namespace gpuutil

@@ -1,0 +1,138 @@
+// The step report: what the analysis returns and every exporter reads.
+//
+// Contract: a Report is a plain value produced by gpuutil::analyze() (and,
+// later, by the live session). Exporters (JSON, tables, trackers) read it and
+// never reach back into collectors. Every duration is integer nanoseconds and
+// every breakdown satisfies, per step and device:
+//   compute_ns + communication_ns + memory_ns + sum(idle_ns) == wall_ns.
+// Optional ratios are std::nullopt when undefined (serialised as null, never
+// NaN/Inf).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuutil/diagnostics.h"
+#include "gpuutil/events.h"
+
+namespace gpuutil {
+
+enum class IdleCause : uint8_t {
+  kDataloader,    // host waiting on the input pipeline
+  kHostSync,      // GPU drained because the host blocked on it
+  kCollective,    // host blocked in a collective
+  kLaunch,        // GPU waiting on launch latency / a launch-bound host
+  kHost,          // host busy with other CPU work
+  kUnattributed,  // no host information explains the gap
+};
+inline constexpr int kIdleCauseCount = 6;
+const char* to_string(IdleCause c);  // "dataloader", "host_sync", ...
+
+struct Breakdown {
+  int64_t compute_ns = 0;
+  int64_t communication_ns = 0;
+  int64_t memory_ns = 0;
+  std::array<int64_t, kIdleCauseCount> idle_ns{};
+
+  int64_t idle_total_ns() const;
+  int64_t busy_ns() const { return compute_ns + communication_ns + memory_ns; }
+  int64_t total_ns() const { return busy_ns() + idle_total_ns(); }
+  Breakdown& operator+=(const Breakdown& o);
+};
+
+// A named contributor (an op, range or kernel) with the time it accounts for.
+struct NamedTime {
+  std::string name;
+  int64_t ns = 0;
+  uint64_t count = 0;
+};
+
+struct DeviceStepReport {
+  int32_t device = 0;
+  int32_t rank = 0;
+  std::string name;  // device name, "" when unknown
+  int64_t wall_ns = 0;
+  int64_t busy_ns = 0;  // union of all device work within the window
+  Breakdown breakdown;
+  // Top culprits per idle cause (at most AnalysisOptions::top_n each).
+  std::array<std::vector<NamedTime>, kIdleCauseCount> culprits;
+
+  uint64_t kernels = 0;  // kernels starting in the window
+  uint64_t memcpys = 0;
+  uint64_t memsets = 0;
+  uint64_t short_kernels = 0;  // kernels shorter than short_kernel_threshold_ns
+  std::optional<double> sm_efficiency_est;
+  std::optional<double> achieved_occupancy_est;
+  std::array<uint64_t, kMemcpyDirectionCount> memcpy_bytes{};
+  std::array<int64_t, kMemcpyDirectionCount> memcpy_ns{};
+  int64_t communication_total_ns = 0;   // union of communication kernels
+  int64_t communication_overlap_ns = 0; // of which overlapped by compute
+  std::vector<NamedTime> top_kernels;
+  std::optional<int64_t> launch_latency_p50_ns;
+  std::optional<int64_t> launch_latency_p95_ns;
+  std::optional<double> flops;       // FLOPs attributed to this step
+  std::optional<double> peak_flops_per_s;
+  std::optional<double> mfu;
+};
+
+struct StepReport {
+  int64_t step = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t wall_ns = 0;
+  std::vector<DeviceStepReport> devices;
+};
+
+struct Finding {
+  std::string id;        // stable rule id, e.g. "idle_dataloader"
+  std::string title;     // one line
+  std::string evidence;  // the numbers behind it
+  std::string fix;       // the intervention that fits
+  int64_t recoverable_ns = 0;  // over all steps
+  double share_of_wall = 0;    // recoverable / total step wall
+};
+
+struct DeviceSummary {
+  int32_t device = 0;
+  int32_t rank = 0;
+  std::string name;
+  int64_t wall_ns = 0;
+  Breakdown breakdown;  // sum over steps
+  std::array<std::vector<NamedTime>, kIdleCauseCount> culprits;
+  uint64_t kernels = 0;
+  std::optional<double> sm_efficiency_est;
+  std::optional<double> achieved_occupancy_est;
+  std::optional<double> mfu;
+};
+
+struct Summary {
+  uint64_t steps = 0;
+  int64_t steps_wall_ns = 0;       // sum of step walls (reference rank)
+  int64_t trace_span_ns = 0;       // first to last event (reference rank)
+  int64_t outside_steps_ns = 0;    // span not inside any step
+  std::optional<int64_t> step_wall_p50_ns;
+  std::vector<DeviceSummary> devices;
+};
+
+struct SourceInfo {
+  std::string path;
+  int32_t rank = 0;
+  std::string steps_source;
+  uint64_t activities = 0;
+  uint64_t api_calls = 0;
+  uint64_t ranges = 0;
+};
+
+struct Report {
+  std::vector<SourceInfo> sources;
+  std::vector<StepReport> steps;
+  Summary summary;
+  std::vector<Finding> findings;  // ranked, most recoverable first
+  Diagnostics diagnostics;
+  std::string flops_source;  // "user", "trace", or "" (unknown)
+};
+
+}  // namespace gpuutil
