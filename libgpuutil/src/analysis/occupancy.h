@@ -4,6 +4,7 @@
 // configuration and its device's properties; no measurement involved.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 
 #include "gpuutil/events.h"
@@ -17,8 +18,31 @@ std::optional<double> estimate_sm_efficiency(const DeviceActivity& kernel, const
 
 // Theoretical occupancy limited by threads, registers, shared memory and the
 // blocks-per-SM limit, further capped by how many blocks the grid gives each
-// SM: active warps per SM / max warps per SM, in [0, 1]. nullopt when the
-// launch configuration or device limits are unknown.
+// SM: active warps per SM / max warps per SM, in [0, 1]. The grid cap is the
+// average over all SMs, blocks / SMs (not rounded up), as Kineto computes its
+// "est. achieved occupancy %": a 1-block kernel on 80 SMs is 1/80 of one
+// block's occupancy. nullopt when the launch configuration or device limits
+// are unknown, or the configuration could not fit the device as described.
 std::optional<double> estimate_achieved_occupancy(const DeviceActivity& kernel, const DeviceInfo& device);
+
+// The occupancy calculator's intermediate values behind
+// estimate_achieved_occupancy (same inputs, same nullopt cases), for tests and
+// diagnostics. Block limits are per SM; kUnlimitedBlocks means the resource
+// does not constrain (no registers / no shared memory used).
+inline constexpr int32_t kUnlimitedBlocks = 1 << 30;
+struct OccupancyDetail {
+  int32_t warps_per_block = 0;
+  int32_t max_warps_per_sm = 0;
+  int32_t block_limit_warps = 0;
+  int32_t block_limit_registers = 0;
+  int32_t block_limit_shared_memory = 0;
+  int32_t block_limit_blocks = 0;
+  int32_t max_active_blocks_per_sm = 0;  // min of the four limits, >= 1
+  double grid_blocks_per_sm = 0;         // blocks / SMs (Kineto's "blocks per SM")
+  double active_blocks_per_sm = 0;       // min(max_active_blocks_per_sm, grid_blocks_per_sm)
+  double theoretical_occupancy = 0;      // max_active_blocks_per_sm * warps_per_block / max_warps_per_sm
+  double achieved_occupancy = 0;         // active_blocks_per_sm * warps_per_block / max_warps_per_sm, in [0, 1]
+};
+std::optional<OccupancyDetail> estimate_occupancy_detail(const DeviceActivity& kernel, const DeviceInfo& device);
 
 }  // namespace gpuutil

@@ -1,0 +1,276 @@
+// The analysis entry point: stores -> per-step, per-device report.
+//
+// Orchestrates the pure stages: device timelines and host timelines are
+// built once per store; then, per step window and device, the exact
+// breakdown (interval unions), idle attribution, metrics and MFU; then the
+// run summary and findings. See docs/accounting.md.
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "analysis/device_timeline.h"
+#include "analysis/findings.h"
+#include "analysis/host_timeline.h"
+#include "analysis/idle_attribution.h"
+#include "analysis/step_metrics.h"
+#include "gpuutil/analysis.h"
+#include "gpuutil/peaks.h"
+
+namespace gpuutil {
+
+namespace {
+
+struct Span {
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  void add(int64_t a, int64_t b) {
+    lo = std::min(lo, a);
+    hi = std::max(hi, b);
+  }
+  bool empty() const { return hi < lo; }
+};
+
+Span event_span(const EventStore& s) {
+  Span span;
+  for (const auto& a : s.activities) span.add(a.start_ns, a.end_ns);
+  for (const auto& c : s.api_calls) span.add(c.start_ns, c.end_ns);
+  for (const auto& r : s.ranges) span.add(r.start_ns, r.end_ns);
+  for (const auto& w : s.steps) span.add(w.start_ns, w.end_ns);
+  return span;
+}
+
+// The thread with the most host ranges: explains gaps on devices whose
+// launches could not be matched.
+int64_t busiest_thread(const EventStore& s) {
+  std::unordered_map<uint32_t, uint64_t> n;
+  for (const auto& r : s.ranges) ++n[r.thread];
+  int64_t best = -1;
+  uint64_t best_n = 0;
+  for (const auto& [t, c] : n) {
+    if (c > best_n || (c == best_n && static_cast<int64_t>(t) < best)) {
+      best = t;
+      best_n = c;
+    }
+  }
+  return best;
+}
+
+// FLOPs reported by the trace's ops (with_flops), outermost ranges only so
+// nested ops are not counted twice. Sorted by start.
+std::vector<std::pair<int64_t, double>> trace_flops(const EventStore& s) {
+  std::vector<const HostRange*> rs;
+  for (const auto& r : s.ranges) {
+    if (r.flops > 0) rs.push_back(&r);
+  }
+  std::sort(rs.begin(), rs.end(), [](const HostRange* a, const HostRange* b) {
+    return a->thread != b->thread ? a->thread < b->thread : a->start_ns < b->start_ns;
+  });
+  std::vector<std::pair<int64_t, double>> out;
+  uint32_t thread = std::numeric_limits<uint32_t>::max();
+  int64_t covered_until = std::numeric_limits<int64_t>::min();
+  for (const auto* r : rs) {
+    if (r->thread != thread) {
+      thread = r->thread;
+      covered_until = std::numeric_limits<int64_t>::min();
+    }
+    if (r->start_ns < covered_until) continue;
+    out.emplace_back(r->start_ns, r->flops);
+    covered_until = r->end_ns;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+double flops_in(const std::vector<std::pair<int64_t, double>>& f, int64_t lo, int64_t hi) {
+  double sum = 0;
+  auto it = std::lower_bound(f.begin(), f.end(), std::make_pair(lo, -1.0));
+  for (; it != f.end() && it->first < hi; ++it) sum += it->second;
+  return sum;
+}
+
+std::vector<NamedTime> top_culprits(const std::unordered_map<NameId, CulpritTally>& m, const NameTable& names,
+                                    size_t n) {
+  std::vector<std::pair<NameId, CulpritTally>> v(m.begin(), m.end());
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+    return a.second.ns != b.second.ns ? a.second.ns > b.second.ns : a.first < b.first;
+  });
+  std::vector<NamedTime> out;
+  for (size_t i = 0; i < v.size() && i < n; ++i) {
+    out.push_back({std::string(names.view(v[i].first)), v[i].second.ns, v[i].second.count});
+  }
+  return out;
+}
+
+// Run-level accumulation for one (rank, device).
+struct DeviceTotals {
+  DeviceSummary summary;
+  std::array<std::unordered_map<std::string, NamedTime>, kIdleCauseCount> culprits;
+  double sm_weighted_ns = 0;
+  bool sm_known = false;
+  double occ_weighted_ns = 0, occ_kernel_ns = 0;
+  double flops = 0;
+  bool flops_known = false;
+  std::optional<double> peak;
+};
+
+}  // namespace
+
+Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptions& options) {
+  Report report;
+  std::map<int64_t, StepReport> steps;
+  std::map<std::pair<int32_t, int32_t>, DeviceTotals> totals;  // (rank, device)
+  bool any_trace_flops = false;
+
+  for (size_t si = 0; si < stores.size(); ++si) {
+    const EventStore& s = *stores[si];
+    report.diagnostics.merge(s.diagnostics);
+    report.sources.push_back({s.source, s.rank, s.steps_source, s.activities.size(), s.api_calls.size(),
+                              s.ranges.size()});
+    const auto devices = build_device_timelines(s);
+    const auto host = build_host_timelines(s);
+    const int64_t fallback = busiest_thread(s);
+    {
+      uint64_t unmatched = 0;
+      for (const auto& a : s.activities) {
+        if (a.correlation_id == 0 || !host.launch_by_correlation.count(a.correlation_id)) ++unmatched;
+      }
+      if (unmatched > 0 && !s.api_calls.empty()) report.diagnostics.add(Diag::launch_unmatched, unmatched);
+      for (const auto& tl : devices) {
+        if (!s.device_info(tl.device)) {
+          report.diagnostics.add(Diag::activity_unknown_device, 1, "device " + std::to_string(tl.device));
+        }
+      }
+    }
+
+    std::vector<StepWindow> windows = s.steps;
+    const Span span = event_span(s);
+    if (windows.empty() && !span.empty()) {
+      windows.push_back({0, span.lo, span.hi});
+      if (s.diagnostics.count(Diag::steps_missing) == 0) report.diagnostics.add(Diag::steps_missing);
+    }
+    if (si == 0) {
+      report.summary.trace_span_ns = span.empty() ? 0 : span.hi - span.lo;
+      std::vector<int64_t> walls;
+      for (const auto& w : windows) {
+        report.summary.steps_wall_ns += w.wall_ns();
+        walls.push_back(w.wall_ns());
+      }
+      report.summary.outside_steps_ns = std::max<int64_t>(0, report.summary.trace_span_ns - report.summary.steps_wall_ns);
+      if (!walls.empty()) {
+        std::sort(walls.begin(), walls.end());
+        report.summary.step_wall_p50_ns = walls[(walls.size() - 1) / 2];
+      }
+    }
+
+    const auto flops_by_time = trace_flops(s);
+    if (!flops_by_time.empty()) any_trace_flops = true;
+
+    for (const auto& w : windows) {
+      auto [it, inserted] = steps.try_emplace(w.step);
+      StepReport& step = it->second;
+      if (inserted) {
+        step.step = w.step;
+        step.start_ns = w.start_ns;
+        step.end_ns = w.end_ns;
+        step.wall_ns = w.wall_ns();
+      }
+      std::optional<double> step_flops;
+      if (options.flops_per_step) {
+        step_flops = *options.flops_per_step;
+      } else if (!flops_by_time.empty()) {
+        step_flops = flops_in(flops_by_time, w.start_ns, w.end_ns);
+      }
+      for (const auto& tl : devices) {
+        DeviceStepReport d;
+        d.device = tl.device;
+        d.rank = s.rank;
+        const DeviceInfo* info = s.device_info(tl.device);
+        if (info) d.name = info->name;
+        d.wall_ns = w.wall_ns();
+        auto& b = d.breakdown;
+        b.compute_ns = covered_ns(tl.compute, w.start_ns, w.end_ns);
+        b.communication_ns = covered_ns(tl.comm_only, w.start_ns, w.end_ns);
+        b.memory_ns = covered_ns(tl.memory_only, w.start_ns, w.end_ns);
+        d.busy_ns = covered_ns(tl.busy, w.start_ns, w.end_ns);
+        IdleAccount idle;
+        attribute_idle(s, tl, host, fallback, w.start_ns, w.end_ns, idle);
+        b.idle_ns = idle.idle_ns;
+        for (int c = 0; c < kIdleCauseCount; ++c) d.culprits[c] = top_culprits(idle.culprits[c], s.names, options.top_n);
+        d.communication_total_ns = covered_ns(tl.communication, w.start_ns, w.end_ns);
+        d.communication_overlap_ns = d.communication_total_ns - b.communication_ns;
+        const StepMetricSums sums = compute_step_metrics(s, tl, host, w.start_ns, w.end_ns, options, d);
+
+        std::optional<double> peak;
+        if (options.peak_tflops) {
+          peak = *options.peak_tflops * 1e12;
+        } else if (info) {
+          peak = peak_flops_per_s(*info, options.dtype);
+        }
+        d.peak_flops_per_s = peak;
+        if (step_flops) {
+          d.flops = *step_flops / static_cast<double>(devices.size());
+          if (peak && *peak > 0 && d.wall_ns > 0) d.mfu = *d.flops / (static_cast<double>(d.wall_ns) * 1e-9 * *peak);
+        }
+
+        auto& t = totals[{s.rank, tl.device}];
+        t.summary.device = tl.device;
+        t.summary.rank = s.rank;
+        t.summary.name = d.name;
+        t.summary.wall_ns += d.wall_ns;
+        t.summary.breakdown += d.breakdown;
+        t.summary.kernels += d.kernels;
+        for (int c = 0; c < kIdleCauseCount; ++c) {
+          for (const auto& [name, tally] : idle.culprits[c]) {
+            auto& n = t.culprits[c][std::string(s.names.view(name))];
+            n.ns += tally.ns;
+            n.count += tally.count;
+          }
+        }
+        t.sm_weighted_ns += sums.sm_weighted_ns;
+        t.sm_known = t.sm_known || sums.sm_known;
+        t.occ_weighted_ns += sums.occ_weighted_ns;
+        t.occ_kernel_ns += sums.occ_kernel_ns;
+        if (d.flops) {
+          t.flops += *d.flops;
+          t.flops_known = true;
+        }
+        t.peak = peak;
+        step.devices.push_back(std::move(d));
+      }
+    }
+  }
+
+  for (auto& [n, step] : steps) report.steps.push_back(std::move(step));
+  report.summary.steps = report.steps.size();
+  for (auto& [key, t] : totals) {
+    DeviceSummary& d = t.summary;
+    for (int c = 0; c < kIdleCauseCount; ++c) {
+      std::vector<NamedTime> v;
+      for (auto& [name, nt] : t.culprits[c]) v.push_back({name, nt.ns, nt.count});
+      std::sort(v.begin(), v.end(), [](const NamedTime& a, const NamedTime& b) {
+        return a.ns != b.ns ? a.ns > b.ns : a.name < b.name;
+      });
+      if (v.size() > options.top_n) v.resize(options.top_n);
+      d.culprits[c] = std::move(v);
+    }
+    if (t.sm_known && d.wall_ns > 0) d.sm_efficiency_est = std::min(1.0, t.sm_weighted_ns / static_cast<double>(d.wall_ns));
+    if (t.occ_kernel_ns > 0) d.achieved_occupancy_est = t.occ_weighted_ns / t.occ_kernel_ns;
+    if (t.flops_known && t.peak && *t.peak > 0 && d.wall_ns > 0) {
+      d.mfu = t.flops / (static_cast<double>(d.wall_ns) * 1e-9 * *t.peak);
+    }
+    if (t.flops_known && !t.peak) report.diagnostics.add(Diag::peak_unknown, 1, d.name);
+    report.summary.devices.push_back(std::move(d));
+  }
+  if (options.flops_per_step) {
+    report.flops_source = "user";
+  } else if (any_trace_flops) {
+    report.flops_source = "trace";
+  } else if (!totals.empty()) {
+    report.diagnostics.add(Diag::flops_unknown);
+  }
+  report.findings = derive_findings(report);
+  return report;
+}
+
+}  // namespace gpuutil

@@ -1,0 +1,57 @@
+// Builds the per-device sorted activity order and interval unions.
+#include "analysis/device_timeline.h"
+
+#include <algorithm>
+#include <map>
+
+namespace gpuutil {
+
+std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
+  std::map<int32_t, std::vector<uint32_t>> per_device;
+  const auto& acts = store.activities;
+  for (uint32_t i = 0; i < acts.size(); ++i) {
+    if (acts[i].end_ns < acts[i].start_ns) continue;  // producers drop these; stay safe
+    per_device[acts[i].device].push_back(i);
+  }
+  std::vector<DeviceTimeline> out;
+  out.reserve(per_device.size());
+  for (auto& [device, idx] : per_device) {
+    DeviceTimeline tl;
+    tl.device = device;
+    auto by_start = [&](uint32_t a, uint32_t b) { return acts[a].start_ns < acts[b].start_ns; };
+    if (!std::is_sorted(idx.begin(), idx.end(), by_start)) std::stable_sort(idx.begin(), idx.end(), by_start);
+    std::vector<Interval> compute, comm, memory;
+    compute.reserve(idx.size());
+    for (uint32_t i : idx) {
+      const auto& a = acts[i];
+      tl.max_duration_ns = std::max(tl.max_duration_ns, a.end_ns - a.start_ns);
+      const Interval iv{a.start_ns, a.end_ns};
+      if (a.kind != ActivityKind::kKernel) {
+        memory.push_back(iv);
+      } else if (a.is_communication) {
+        comm.push_back(iv);
+      } else {
+        compute.push_back(iv);
+      }
+    }
+    tl.compute = union_of(std::move(compute));
+    tl.communication = union_of(std::move(comm));
+    const IntervalList mem = union_of(std::move(memory));
+    tl.comm_only = difference(tl.communication, tl.compute);
+    const IntervalList kernels = union_of(tl.compute, tl.comm_only);
+    tl.memory_only = difference(mem, kernels);
+    tl.busy = union_of(kernels, tl.memory_only);
+    tl.by_start = std::move(idx);
+    out.push_back(std::move(tl));
+  }
+  return out;
+}
+
+size_t first_candidate(const DeviceTimeline& tl, const EventStore& store, int64_t lo_ns) {
+  const int64_t from = lo_ns - tl.max_duration_ns;
+  return static_cast<size_t>(std::lower_bound(tl.by_start.begin(), tl.by_start.end(), from,
+                                              [&](uint32_t i, int64_t t) { return store.activities[i].start_ns < t; }) -
+                             tl.by_start.begin());
+}
+
+}  // namespace gpuutil

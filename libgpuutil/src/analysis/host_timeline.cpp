@@ -1,0 +1,118 @@
+// Builds per-thread host state lists and the correlation index.
+#include "analysis/host_timeline.h"
+
+#include <algorithm>
+#include <map>
+
+namespace gpuutil {
+
+namespace {
+
+// Union of possibly nested/overlapping named intervals; each merged interval
+// keeps the name of its earliest-starting (outermost) member.
+NamedIntervalList merge_named(std::vector<NamedInterval> raw) {
+  raw.erase(std::remove_if(raw.begin(), raw.end(), [](const NamedInterval& i) { return i.end_ns <= i.start_ns; }),
+            raw.end());
+  std::stable_sort(raw.begin(), raw.end(), [](const NamedInterval& a, const NamedInterval& b) {
+    return a.start_ns < b.start_ns || (a.start_ns == b.start_ns && a.end_ns > b.end_ns);
+  });
+  NamedIntervalList out;
+  out.reserve(raw.size());
+  for (const auto& i : raw) {
+    if (!out.empty() && i.start_ns < out.back().end_ns) {
+      out.back().end_ns = std::max(out.back().end_ns, i.end_ns);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+size_t first_ending_after(const NamedIntervalList& list, int64_t t_ns) {
+  return static_cast<size_t>(std::upper_bound(list.begin(), list.end(), t_ns,
+                                              [](int64_t t, const NamedInterval& i) { return t < i.end_ns; }) -
+                             list.begin());
+}
+
+long find_containing(const NamedIntervalList& list, int64_t t_ns) {
+  const size_t i = first_ending_after(list, t_ns);
+  if (i < list.size() && list[i].start_ns <= t_ns) return static_cast<long>(i);
+  return -1;
+}
+
+HostTimelines build_host_timelines(const EventStore& store) {
+  HostTimelines out;
+  size_t n_threads = store.threads.size();
+  for (const auto& r : store.ranges) n_threads = std::max<size_t>(n_threads, r.thread + 1);
+  for (const auto& c : store.api_calls) n_threads = std::max<size_t>(n_threads, c.thread + 1);
+  out.threads.resize(n_threads);
+
+  struct Raw {
+    std::vector<NamedInterval> ops, dataloader, collective, sync, any;
+  };
+  std::vector<Raw> raw(n_threads);
+  for (const auto& r : store.ranges) {
+    auto& t = raw[r.thread];
+    out.threads[r.thread].has_events = true;
+    const NamedInterval iv{r.start_ns, r.end_ns, r.name};
+    switch (r.category) {
+      case RangeCategory::kStep: continue;  // the window itself, not a state
+      case RangeCategory::kOp: t.ops.push_back(iv); break;
+      case RangeCategory::kDataloader: t.dataloader.push_back(iv); break;
+      case RangeCategory::kCollective: t.collective.push_back(iv); break;
+      case RangeCategory::kHostSync:
+        t.ops.push_back(iv);
+        t.sync.push_back(iv);
+        break;
+      default: break;
+    }
+    t.any.push_back(iv);
+  }
+  for (size_t i = 0; i < n_threads; ++i) {
+    out.threads[i].ops = merge_named(std::move(raw[i].ops));
+    out.threads[i].any = merge_named(std::move(raw[i].any));
+  }
+  for (uint32_t i = 0; i < store.api_calls.size(); ++i) {
+    const auto& c = store.api_calls[i];
+    out.threads[c.thread].has_events = true;
+    if (c.kind == HostApiKind::kSynchronize || c.kind == HostApiKind::kBlockingCopy) {
+      // Name a sync by the outermost op that issued it (aten::item, aten::to)
+      // when there is one; the API name otherwise.
+      const auto& ops = out.threads[c.thread].ops;
+      const long op = find_containing(ops, c.start_ns);
+      raw[c.thread].sync.push_back({c.start_ns, c.end_ns, op >= 0 ? ops[op].name : c.name});
+    }
+    if (c.correlation_id != 0 && c.kind != HostApiKind::kOther) {
+      out.launch_by_correlation.emplace(c.correlation_id, i);
+    }
+  }
+  for (size_t i = 0; i < n_threads; ++i) {
+    out.threads[i].dataloader = merge_named(std::move(raw[i].dataloader));
+    out.threads[i].collective = merge_named(std::move(raw[i].collective));
+    out.threads[i].sync = merge_named(std::move(raw[i].sync));
+  }
+
+  std::map<int32_t, std::map<uint32_t, uint64_t>> launches;
+  for (const auto& a : store.activities) {
+    if (a.correlation_id == 0) continue;
+    auto it = out.launch_by_correlation.find(a.correlation_id);
+    if (it == out.launch_by_correlation.end()) continue;
+    ++launches[a.device][store.api_calls[it->second].thread];
+  }
+  for (const auto& [device, per_thread] : launches) {
+    int64_t best = -1;
+    uint64_t best_n = 0;
+    for (const auto& [thread, n] : per_thread) {
+      if (n > best_n) {
+        best = thread;
+        best_n = n;
+      }
+    }
+    out.main_thread_by_device[device] = best;
+  }
+  return out;
+}
+
+}  // namespace gpuutil

@@ -1,0 +1,53 @@
+// Per-host-thread view of what the host was doing, for idle attribution.
+//
+// Internal to the analysis core. For each thread, sorted disjoint interval
+// lists, each interval carrying the name of its outermost contributor:
+//   ops         outermost framework ops (launch windows start here)
+//   dataloader  input-pipeline waits
+//   collective  host-side collectives
+//   sync        host blocked on the device: host-sync ops (aten::item) and
+//               synchronize / blocking-copy API calls, named by the
+//               outermost op that issued them
+//   any         outermost range of any kind (culprit for plain host time)
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "gpuutil/events.h"
+
+namespace gpuutil {
+
+struct NamedInterval {
+  int64_t start_ns;
+  int64_t end_ns;
+  NameId name;
+};
+using NamedIntervalList = std::vector<NamedInterval>;
+
+// Index of the interval containing t (start <= t < end), or -1.
+long find_containing(const NamedIntervalList& list, int64_t t_ns);
+// Index of the first interval with end_ns > t_ns.
+size_t first_ending_after(const NamedIntervalList& list, int64_t t_ns);
+
+struct HostThreadTimeline {
+  bool has_events = false;
+  NamedIntervalList ops;
+  NamedIntervalList dataloader;
+  NamedIntervalList collective;
+  NamedIntervalList sync;
+  NamedIntervalList any;
+};
+
+struct HostTimelines {
+  std::vector<HostThreadTimeline> threads;  // indexed like EventStore::threads
+  // correlation id -> index into store.api_calls (launches and copies)
+  std::unordered_map<uint64_t, uint32_t> launch_by_correlation;
+  // device id -> the thread that launched most of its work (-1 if unknown)
+  std::unordered_map<int32_t, int64_t> main_thread_by_device;
+};
+
+HostTimelines build_host_timelines(const EventStore& store);
+
+}  // namespace gpuutil

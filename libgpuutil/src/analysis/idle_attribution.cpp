@@ -1,0 +1,132 @@
+// Idle-gap attribution rules (see idle_attribution.h, docs/accounting.md).
+#include "analysis/idle_attribution.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpuutil {
+
+namespace {
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+void credit(IdleAccount& out, IdleCause cause, NameId name, int64_t ns) {
+  if (ns <= 0) return;
+  const auto c = static_cast<size_t>(cause);
+  out.idle_ns[c] += ns;
+  auto& t = out.culprits[c][name];
+  t.ns += ns;
+  t.count += 1;
+}
+
+// Where the state given by `list` next changes after t: the end of the
+// interval containing t, else the start of the next one.
+int64_t next_change(const NamedIntervalList& list, int64_t t) {
+  const size_t i = first_ending_after(list, t);
+  if (i == list.size()) return kNever;
+  return list[i].start_ns <= t ? list[i].end_ns : list[i].start_ns;
+}
+
+// Explains [x, y) of a gap that began at gap_start by the thread's state.
+void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_t x, int64_t y, IdleAccount& out) {
+  // Did the gap open while the thread was blocked in a sync? Then the GPU
+  // drained behind that sync and the plain host time after it is its cost.
+  int64_t drain_from = kNever;
+  NameId drain_name = kNoName;
+  {
+    const size_t i = first_ending_after(th.sync, gap_start - 1);  // end >= gap_start
+    if (i < th.sync.size() && th.sync[i].start_ns < gap_start) {
+      drain_from = th.sync[i].end_ns;
+      drain_name = th.sync[i].name;
+    }
+  }
+  int64_t cur = x;
+  while (cur < y) {
+    int64_t next = next_change(th.dataloader, cur);
+    long i = find_containing(th.dataloader, cur);
+    if (i >= 0) {
+      const int64_t end = std::min(next, y);
+      credit(out, IdleCause::kDataloader, th.dataloader[i].name, end - cur);
+      cur = end;
+      continue;
+    }
+    next = std::min(next, next_change(th.collective, cur));
+    i = find_containing(th.collective, cur);
+    if (i >= 0) {
+      const int64_t end = std::min(next, y);
+      credit(out, IdleCause::kCollective, th.collective[i].name, end - cur);
+      cur = end;
+      continue;
+    }
+    next = std::min(next, next_change(th.sync, cur));
+    i = find_containing(th.sync, cur);
+    if (i >= 0) {
+      const int64_t end = std::min(next, y);
+      credit(out, IdleCause::kHostSync, th.sync[i].name, end - cur);
+      cur = end;
+      continue;
+    }
+    const int64_t end = std::min(next, y);
+    if (drain_from <= cur) {
+      credit(out, IdleCause::kHostSync, drain_name, end - cur);
+    } else {
+      const long a = find_containing(th.any, cur);
+      credit(out, IdleCause::kHost, a >= 0 ? th.any[a].name : kNoName, end - cur);
+    }
+    cur = end;
+  }
+}
+
+void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host,
+                   int64_t fallback_thread, int64_t a, int64_t b, IdleAccount& out) {
+  const auto& acts = store.activities;
+  int64_t thread = -1;
+  int64_t launch_from = kNever;
+  NameId launch_name = kNoName;
+  // The work that ends the gap: first activity starting at or after b.
+  const auto first = std::lower_bound(tl.by_start.begin(), tl.by_start.end(), b,
+                                      [&](uint32_t i, int64_t t) { return acts[i].start_ns < t; });
+  for (auto it = first; it != tl.by_start.end() && acts[*it].start_ns == acts[*first].start_ns; ++it) {
+    const auto& act = acts[*it];
+    if (act.correlation_id == 0) continue;
+    auto c = host.launch_by_correlation.find(act.correlation_id);
+    if (c == host.launch_by_correlation.end()) continue;
+    const auto& call = store.api_calls[c->second];
+    thread = call.thread;
+    const auto& ops = host.threads[call.thread].ops;
+    const long op = find_containing(ops, call.start_ns);
+    launch_from = op >= 0 ? ops[op].start_ns : call.start_ns;
+    launch_name = op >= 0 ? ops[op].name : call.name;
+    break;
+  }
+  if (thread < 0) {
+    auto m = host.main_thread_by_device.find(tl.device);
+    thread = (m != host.main_thread_by_device.end()) ? m->second : fallback_thread;
+  }
+  int64_t host_end = b;
+  if (launch_from != kNever) {
+    host_end = std::clamp(launch_from, a, b);
+    credit(out, IdleCause::kLaunch, launch_name, b - host_end);
+  }
+  if (host_end <= a) return;
+  if (thread < 0 || static_cast<size_t>(thread) >= host.threads.size() || !host.threads[thread].has_events) {
+    credit(out, IdleCause::kUnattributed, kNoName, host_end - a);
+    return;
+  }
+  split_by_host_state(host.threads[thread], a, a, host_end, out);
+}
+
+}  // namespace
+
+void attribute_idle(const EventStore& store, const DeviceTimeline& device, const HostTimelines& host,
+                    int64_t fallback_thread, int64_t lo_ns, int64_t hi_ns, IdleAccount& out) {
+  int64_t cur = lo_ns;
+  for (size_t i = first_ending_after(device.busy, lo_ns); cur < hi_ns; ++i) {
+    const int64_t gap_end = (i < device.busy.size()) ? std::min(device.busy[i].start_ns, hi_ns) : hi_ns;
+    if (gap_end > cur) attribute_gap(store, device, host, fallback_thread, cur, gap_end, out);
+    if (i >= device.busy.size()) break;
+    cur = std::max(cur, device.busy[i].end_ns);
+  }
+}
+
+}  // namespace gpuutil

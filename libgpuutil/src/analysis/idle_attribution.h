@@ -1,0 +1,45 @@
+// Splits the idle time of one device inside one window into causes.
+//
+// Internal to the analysis core; the rules are documented with timelines in
+// docs/accounting.md. For each maximal idle gap [a, b) of the device:
+//   1. The work that ends the gap (first activity starting at b) is looked
+//      up by correlation id. If its launching call is known, the part of the
+//      gap after the launching op began (the outermost framework op around
+//      the launch call, else the call itself) is `launch`.
+//   2. The rest is explained by the launching thread's state (the device's
+//      main launching thread when there is no match), by priority:
+//      dataloader > collective > host_sync > other. "Other" time is
+//      `host_sync` when the gap began while that thread was blocked in a
+//      sync (the GPU drained behind it), `host` otherwise.
+//   3. With no host events for the thread, the time is `unattributed`.
+// Culprits are accumulated per cause by NameId (kNoName: no named range).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <unordered_map>
+
+#include "analysis/device_timeline.h"
+#include "analysis/host_timeline.h"
+#include "gpuutil/events.h"
+#include "gpuutil/report.h"
+
+namespace gpuutil {
+
+struct CulpritTally {
+  int64_t ns = 0;
+  uint64_t count = 0;
+};
+
+struct IdleAccount {
+  std::array<int64_t, kIdleCauseCount> idle_ns{};
+  std::array<std::unordered_map<NameId, CulpritTally>, kIdleCauseCount> culprits;
+};
+
+// Attributes every idle nanosecond of `device` inside [lo_ns, hi_ns).
+// `fallback_thread` (or -1) explains gaps with no correlated next launch
+// when the device has no main launching thread.
+void attribute_idle(const EventStore& store, const DeviceTimeline& device, const HostTimelines& host,
+                    int64_t fallback_thread, int64_t lo_ns, int64_t hi_ns, IdleAccount& out);
+
+}  // namespace gpuutil
