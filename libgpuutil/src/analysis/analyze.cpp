@@ -132,9 +132,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
     const int64_t fallback = busiest_thread(s);
     {
       uint64_t unmatched = 0;
-      for (const auto& a : s.activities) {
-        if (a.correlation_id == 0 || !host.launch_by_correlation.count(a.correlation_id)) ++unmatched;
-      }
+      for (uint32_t launch : host.launch_of) unmatched += launch == kNoLaunch ? 1 : 0;
       if (unmatched > 0 && !s.api_calls.empty()) report.diagnostics.add(Diag::launch_unmatched, unmatched);
       for (const auto& tl : devices) {
         if (!s.device_info(tl.device)) {

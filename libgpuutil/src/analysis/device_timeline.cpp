@@ -19,7 +19,14 @@ std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
     DeviceTimeline tl;
     tl.device = device;
     auto by_start = [&](uint32_t a, uint32_t b) { return acts[a].start_ns < acts[b].start_ns; };
-    if (!std::is_sorted(idx.begin(), idx.end(), by_start)) std::stable_sort(idx.begin(), idx.end(), by_start);
+    if (!std::is_sorted(idx.begin(), idx.end(), by_start)) {
+      // Sort (start, index) keys rather than indices: no indirection in the
+      // comparator, and ties keep input order.
+      std::vector<std::pair<int64_t, uint32_t>> keys(idx.size());
+      for (size_t k = 0; k < idx.size(); ++k) keys[k] = {acts[idx[k]].start_ns, idx[k]};
+      std::sort(keys.begin(), keys.end());
+      for (size_t k = 0; k < idx.size(); ++k) idx[k] = keys[k].second;
+    }
     std::vector<Interval> compute, comm, memory;
     compute.reserve(idx.size());
     for (uint32_t i : idx) {

@@ -13,9 +13,10 @@ namespace {
 NamedIntervalList merge_named(std::vector<NamedInterval> raw) {
   raw.erase(std::remove_if(raw.begin(), raw.end(), [](const NamedInterval& i) { return i.end_ns <= i.start_ns; }),
             raw.end());
-  std::stable_sort(raw.begin(), raw.end(), [](const NamedInterval& a, const NamedInterval& b) {
+  const auto outer_first = [](const NamedInterval& a, const NamedInterval& b) {
     return a.start_ns < b.start_ns || (a.start_ns == b.start_ns && a.end_ns > b.end_ns);
-  });
+  };
+  if (!std::is_sorted(raw.begin(), raw.end(), outer_first)) std::stable_sort(raw.begin(), raw.end(), outer_first);
   NamedIntervalList out;
   out.reserve(raw.size());
   for (const auto& i : raw) {
@@ -74,6 +75,8 @@ HostTimelines build_host_timelines(const EventStore& store) {
     out.threads[i].ops = merge_named(std::move(raw[i].ops));
     out.threads[i].any = merge_named(std::move(raw[i].any));
   }
+  std::unordered_map<uint64_t, uint32_t> launch_by_correlation;
+  launch_by_correlation.reserve(store.api_calls.size());
   for (uint32_t i = 0; i < store.api_calls.size(); ++i) {
     const auto& c = store.api_calls[i];
     out.threads[c.thread].has_events = true;
@@ -84,9 +87,7 @@ HostTimelines build_host_timelines(const EventStore& store) {
       const long op = find_containing(ops, c.start_ns);
       raw[c.thread].sync.push_back({c.start_ns, c.end_ns, op >= 0 ? ops[op].name : c.name});
     }
-    if (c.correlation_id != 0 && c.kind != HostApiKind::kOther) {
-      out.launch_by_correlation.emplace(c.correlation_id, i);
-    }
+    if (c.correlation_id != 0 && c.kind != HostApiKind::kOther) launch_by_correlation.emplace(c.correlation_id, i);
   }
   for (size_t i = 0; i < n_threads; ++i) {
     out.threads[i].dataloader = merge_named(std::move(raw[i].dataloader));
@@ -94,12 +95,23 @@ HostTimelines build_host_timelines(const EventStore& store) {
     out.threads[i].sync = merge_named(std::move(raw[i].sync));
   }
 
-  std::map<int32_t, std::map<uint32_t, uint64_t>> launches;
-  for (const auto& a : store.activities) {
-    if (a.correlation_id == 0) continue;
-    auto it = out.launch_by_correlation.find(a.correlation_id);
-    if (it == out.launch_by_correlation.end()) continue;
-    ++launches[a.device][store.api_calls[it->second].thread];
+  std::map<int32_t, std::unordered_map<uint32_t, uint64_t>> launches;
+  out.launch_of.assign(store.activities.size(), kNoLaunch);
+  if (!launch_by_correlation.empty()) {
+    int32_t last_device = 0;
+    auto* per_device = &launches[0];
+    for (size_t k = 0; k < store.activities.size(); ++k) {
+      const auto& a = store.activities[k];
+      if (a.correlation_id == 0) continue;
+      auto it = launch_by_correlation.find(a.correlation_id);
+      if (it == launch_by_correlation.end()) continue;
+      out.launch_of[k] = it->second;
+      if (a.device != last_device) {
+        last_device = a.device;
+        per_device = &launches[a.device];
+      }
+      ++(*per_device)[store.api_calls[it->second].thread];
+    }
   }
   for (const auto& [device, per_thread] : launches) {
     int64_t best = -1;

@@ -31,6 +31,8 @@ long find_containing(const NamedIntervalList& list, int64_t t_ns);
 // Index of the first interval with end_ns > t_ns.
 size_t first_ending_after(const NamedIntervalList& list, int64_t t_ns);
 
+inline constexpr uint32_t kNoLaunch = 0xffffffffu;
+
 struct HostThreadTimeline {
   bool has_events = false;
   NamedIntervalList ops;
@@ -42,8 +44,9 @@ struct HostThreadTimeline {
 
 struct HostTimelines {
   std::vector<HostThreadTimeline> threads;  // indexed like EventStore::threads
-  // correlation id -> index into store.api_calls (launches and copies)
-  std::unordered_map<uint64_t, uint32_t> launch_by_correlation;
+  // For each store activity, the index of the host call that launched it
+  // (matched by correlation id), or kNoLaunch.
+  std::vector<uint32_t> launch_of;
   // device id -> the thread that launched most of its work (-1 if unknown)
   std::unordered_map<int32_t, int64_t> main_thread_by_device;
 };

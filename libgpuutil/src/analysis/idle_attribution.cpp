@@ -87,11 +87,9 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
   const auto first = std::lower_bound(tl.by_start.begin(), tl.by_start.end(), b,
                                       [&](uint32_t i, int64_t t) { return acts[i].start_ns < t; });
   for (auto it = first; it != tl.by_start.end() && acts[*it].start_ns == acts[*first].start_ns; ++it) {
-    const auto& act = acts[*it];
-    if (act.correlation_id == 0) continue;
-    auto c = host.launch_by_correlation.find(act.correlation_id);
-    if (c == host.launch_by_correlation.end()) continue;
-    const auto& call = store.api_calls[c->second];
+    const uint32_t launch = host.launch_of[*it];
+    if (launch == kNoLaunch) continue;
+    const auto& call = store.api_calls[launch];
     thread = call.thread;
     const auto& ops = host.threads[call.thread].ops;
     const long op = find_containing(ops, call.start_ns);

@@ -43,7 +43,8 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
   std::vector<int64_t> latencies_ns;
   const auto& acts = store.activities;
   for (size_t k = first_candidate(tl, store, lo_ns); k < tl.by_start.size(); ++k) {
-    const auto& a = acts[tl.by_start[k]];
+    const uint32_t index = tl.by_start[k];
+    const auto& a = acts[index];
     if (a.start_ns >= hi_ns) break;
     if (a.end_ns <= lo_ns && !(a.start_ns == a.end_ns && a.start_ns >= lo_ns)) continue;
     const bool starts_here = a.start_ns >= lo_ns;
@@ -52,12 +53,9 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
       if (starts_here) {
         ++out.kernels;
         if (a.duration_ns() < options.short_kernel_threshold_ns) ++out.short_kernels;
-        if (a.correlation_id != 0) {
-          auto c = host.launch_by_correlation.find(a.correlation_id);
-          if (c != host.launch_by_correlation.end()) {
-            const int64_t lat = a.start_ns - store.api_calls[c->second].start_ns;
-            if (lat >= 0) latencies_ns.push_back(lat);
-          }
+        if (host.launch_of[index] != kNoLaunch) {
+          const int64_t lat = a.start_ns - store.api_calls[host.launch_of[index]].start_ns;
+          if (lat >= 0) latencies_ns.push_back(lat);
         }
       }
       auto& kt = kernel_time[a.name];
