@@ -43,14 +43,17 @@ Span event_span(const EventStore& s) {
 // The thread with the most host ranges: explains gaps on devices whose
 // launches could not be matched.
 int64_t busiest_thread(const EventStore& s) {
-  std::unordered_map<uint32_t, uint64_t> n;
-  for (const auto& r : s.ranges) ++n[r.thread];
+  std::vector<uint64_t> n(s.threads.size());
+  for (const auto& r : s.ranges) {
+    if (r.thread >= n.size()) n.resize(r.thread + 1);
+    ++n[r.thread];
+  }
   int64_t best = -1;
   uint64_t best_n = 0;
-  for (const auto& [t, c] : n) {
-    if (c > best_n || (c == best_n && static_cast<int64_t>(t) < best)) {
-      best = t;
-      best_n = c;
+  for (size_t t = 0; t < n.size(); ++t) {
+    if (n[t] > best_n) {
+      best = static_cast<int64_t>(t);
+      best_n = n[t];
     }
   }
   return best;

@@ -9,9 +9,20 @@ namespace gpuutil {
 std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
   std::map<int32_t, std::vector<uint32_t>> per_device;
   const auto& acts = store.activities;
+  {
+    std::map<int32_t, size_t> counts;
+    for (const auto& a : acts) ++counts[a.device];
+    for (const auto& [device, n] : counts) per_device[device].reserve(n);
+  }
+  std::vector<uint32_t>* bucket = nullptr;
+  int32_t bucket_device = 0;
   for (uint32_t i = 0; i < acts.size(); ++i) {
     if (acts[i].end_ns < acts[i].start_ns) continue;  // producers drop these; stay safe
-    per_device[acts[i].device].push_back(i);
+    if (!bucket || acts[i].device != bucket_device) {
+      bucket_device = acts[i].device;
+      bucket = &per_device[bucket_device];
+    }
+    bucket->push_back(i);
   }
   std::vector<DeviceTimeline> out;
   out.reserve(per_device.size());

@@ -17,17 +17,59 @@ NamedIntervalList merge_named(std::vector<NamedInterval> raw) {
     return a.start_ns < b.start_ns || (a.start_ns == b.start_ns && a.end_ns > b.end_ns);
   };
   if (!std::is_sorted(raw.begin(), raw.end(), outer_first)) std::stable_sort(raw.begin(), raw.end(), outer_first);
-  NamedIntervalList out;
-  out.reserve(raw.size());
-  for (const auto& i : raw) {
-    if (!out.empty() && i.start_ns < out.back().end_ns) {
-      out.back().end_ns = std::max(out.back().end_ns, i.end_ns);
+  // Compact in place: no second allocation for lists of millions of ranges.
+  size_t n = 0;
+  for (size_t k = 0; k < raw.size(); ++k) {
+    if (n > 0 && raw[k].start_ns < raw[n - 1].end_ns) {
+      raw[n - 1].end_ns = std::max(raw[n - 1].end_ns, raw[k].end_ns);
     } else {
-      out.push_back(i);
+      raw[n++] = raw[k];
     }
   }
-  return out;
+  raw.resize(n);
+  return raw;
 }
+
+// correlation id -> api call index. CUPTI and Kineto hand out correlation
+// ids densely, so a flat table indexed by (id - min) is the fast path; a
+// hash map covers sparse ids.
+class CorrelationIndex {
+ public:
+  explicit CorrelationIndex(const std::vector<HostApiCall>& calls) {
+    uint64_t lo = UINT64_MAX, hi = 0;
+    size_t n = 0;
+    for (const auto& c : calls) {
+      if (c.correlation_id == 0) continue;
+      lo = std::min(lo, c.correlation_id);
+      hi = std::max(hi, c.correlation_id);
+      ++n;
+    }
+    if (n > 0 && hi - lo < 4 * n + 4096) {
+      base_ = lo;
+      flat_.assign(hi - lo + 1, kNoLaunch);
+    } else {
+      sparse_.reserve(n);
+    }
+  }
+  void insert(uint64_t id, uint32_t index) {
+    if (!flat_.empty()) {
+      flat_[id - base_] = index;
+    } else {
+      sparse_.emplace(id, index);
+    }
+  }
+  uint32_t find(uint64_t id) const {
+    if (!flat_.empty()) return (id >= base_ && id - base_ < flat_.size()) ? flat_[id - base_] : kNoLaunch;
+    auto it = sparse_.find(id);
+    return it == sparse_.end() ? kNoLaunch : it->second;
+  }
+  bool empty() const { return flat_.empty() && sparse_.empty(); }
+
+ private:
+  uint64_t base_ = 0;
+  std::vector<uint32_t> flat_;
+  std::unordered_map<uint64_t, uint32_t> sparse_;
+};
 
 }  // namespace
 
@@ -51,7 +93,7 @@ HostTimelines build_host_timelines(const EventStore& store) {
   out.threads.resize(n_threads);
 
   struct Raw {
-    std::vector<NamedInterval> ops, dataloader, collective, sync, any;
+    std::vector<NamedInterval> ops, dataloader, collective, sync, annotations;
   };
   std::vector<Raw> raw(n_threads);
   for (const auto& r : store.ranges) {
@@ -60,23 +102,22 @@ HostTimelines build_host_timelines(const EventStore& store) {
     const NamedInterval iv{r.start_ns, r.end_ns, r.name};
     switch (r.category) {
       case RangeCategory::kStep: continue;  // the window itself, not a state
-      case RangeCategory::kOp: t.ops.push_back(iv); break;
-      case RangeCategory::kDataloader: t.dataloader.push_back(iv); break;
-      case RangeCategory::kCollective: t.collective.push_back(iv); break;
+      case RangeCategory::kOp: t.ops.push_back(iv); continue;
       case RangeCategory::kHostSync:
         t.ops.push_back(iv);
         t.sync.push_back(iv);
-        break;
+        continue;
+      case RangeCategory::kDataloader: t.dataloader.push_back(iv); break;
+      case RangeCategory::kCollective: t.collective.push_back(iv); break;
       default: break;
     }
-    t.any.push_back(iv);
+    t.annotations.push_back(iv);
   }
   for (size_t i = 0; i < n_threads; ++i) {
     out.threads[i].ops = merge_named(std::move(raw[i].ops));
-    out.threads[i].any = merge_named(std::move(raw[i].any));
+    out.threads[i].annotations = merge_named(std::move(raw[i].annotations));
   }
-  std::unordered_map<uint64_t, uint32_t> launch_by_correlation;
-  launch_by_correlation.reserve(store.api_calls.size());
+  CorrelationIndex launch_by_correlation(store.api_calls);
   for (uint32_t i = 0; i < store.api_calls.size(); ++i) {
     const auto& c = store.api_calls[i];
     out.threads[c.thread].has_events = true;
@@ -87,7 +128,7 @@ HostTimelines build_host_timelines(const EventStore& store) {
       const long op = find_containing(ops, c.start_ns);
       raw[c.thread].sync.push_back({c.start_ns, c.end_ns, op >= 0 ? ops[op].name : c.name});
     }
-    if (c.correlation_id != 0 && c.kind != HostApiKind::kOther) launch_by_correlation.emplace(c.correlation_id, i);
+    if (c.correlation_id != 0 && c.kind != HostApiKind::kOther) launch_by_correlation.insert(c.correlation_id, i);
   }
   for (size_t i = 0; i < n_threads; ++i) {
     out.threads[i].dataloader = merge_named(std::move(raw[i].dataloader));
@@ -103,14 +144,14 @@ HostTimelines build_host_timelines(const EventStore& store) {
     for (size_t k = 0; k < store.activities.size(); ++k) {
       const auto& a = store.activities[k];
       if (a.correlation_id == 0) continue;
-      auto it = launch_by_correlation.find(a.correlation_id);
-      if (it == launch_by_correlation.end()) continue;
-      out.launch_of[k] = it->second;
+      const uint32_t launch = launch_by_correlation.find(a.correlation_id);
+      if (launch == kNoLaunch) continue;
+      out.launch_of[k] = launch;
       if (a.device != last_device) {
         last_device = a.device;
         per_device = &launches[a.device];
       }
-      ++(*per_device)[store.api_calls[it->second].thread];
+      ++(*per_device)[store.api_calls[launch].thread];
     }
   }
   for (const auto& [device, per_thread] : launches) {

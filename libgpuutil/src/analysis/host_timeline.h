@@ -8,7 +8,8 @@
 //   sync        host blocked on the device: host-sync ops (aten::item) and
 //               synchronize / blocking-copy API calls, named by the
 //               outermost op that issued them
-//   any         outermost range of any kind (culprit for plain host time)
+//   annotations outermost non-op ranges (annotations, optimizer, ...);
+//               with `ops` they name the culprit for plain host time
 #pragma once
 
 #include <cstdint>
@@ -39,7 +40,7 @@ struct HostThreadTimeline {
   NamedIntervalList dataloader;
   NamedIntervalList collective;
   NamedIntervalList sync;
-  NamedIntervalList any;
+  NamedIntervalList annotations;
 };
 
 struct HostTimelines {

@@ -27,6 +27,14 @@ int64_t next_change(const NamedIntervalList& list, int64_t t) {
   return list[i].start_ns <= t ? list[i].end_ns : list[i].start_ns;
 }
 
+// The outermost range (op or annotation) around t, kNoName if none.
+NameId outermost_name(const HostThreadTimeline& th, int64_t t) {
+  const long a = find_containing(th.annotations, t);
+  const long o = find_containing(th.ops, t);
+  if (a >= 0 && (o < 0 || th.annotations[a].start_ns <= th.ops[o].start_ns)) return th.annotations[a].name;
+  return o >= 0 ? th.ops[o].name : kNoName;
+}
+
 // Explains [x, y) of a gap that began at gap_start by the thread's state.
 void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_t x, int64_t y, IdleAccount& out) {
   // Did the gap open while the thread was blocked in a sync? Then the GPU
@@ -70,8 +78,7 @@ void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_
     if (drain_from <= cur) {
       credit(out, IdleCause::kHostSync, drain_name, end - cur);
     } else {
-      const long a = find_containing(th.any, cur);
-      credit(out, IdleCause::kHost, a >= 0 ? th.any[a].name : kNoName, end - cur);
+      credit(out, IdleCause::kHost, outermost_name(th, cur), end - cur);
     }
     cur = end;
   }

@@ -12,16 +12,17 @@ IntervalList union_of(std::vector<Interval> raw) {
                       [](const Interval& x, const Interval& y) { return x.start_ns < y.start_ns; })) {
     std::sort(raw.begin(), raw.end(), [](const Interval& x, const Interval& y) { return x.start_ns < y.start_ns; });
   }
-  IntervalList out;
-  out.reserve(raw.size());
-  for (const auto& i : raw) {
-    if (!out.empty() && i.start_ns <= out.back().end_ns) {
-      out.back().end_ns = std::max(out.back().end_ns, i.end_ns);
+  // Compact in place: no second allocation.
+  size_t n = 0;
+  for (size_t k = 0; k < raw.size(); ++k) {
+    if (n > 0 && raw[k].start_ns <= raw[n - 1].end_ns) {
+      raw[n - 1].end_ns = std::max(raw[n - 1].end_ns, raw[k].end_ns);
     } else {
-      out.push_back(i);
+      raw[n++] = raw[k];
     }
   }
-  return out;
+  raw.resize(n);
+  return raw;
 }
 
 IntervalList union_of(const IntervalList& a, const IntervalList& b) {

@@ -45,4 +45,31 @@ struct OccupancyDetail {
 };
 std::optional<OccupancyDetail> estimate_occupancy_detail(const DeviceActivity& kernel, const DeviceInfo& device);
 
+// The device as the calculator needs it, with unreported fields filled in.
+// Resolving it matches the device name, so do it once per device, not per
+// kernel (resolve_occupancy_limits), and pass it to the 3-argument forms.
+struct OccupancyLimits {
+  int32_t warp_size = 32;
+  int32_t max_threads_per_block = 1024;
+  int32_t max_threads_per_sm = 0;
+  int32_t max_blocks_per_sm = 0;
+  int32_t shared_memory_per_sm_bytes = 0;  // 0 = unknown
+  int32_t shared_memory_per_block_cap_bytes = 0;
+  int32_t reserved_shared_memory_per_block_bytes = 0;
+  int32_t shared_memory_granularity_bytes = 256;
+  bool model_registers = true;
+  int32_t registers_per_sm = 65536;
+  int32_t registers_per_block = 65536;
+  int32_t register_allocation_unit = 256;  // registers per warp
+  int32_t register_sub_partitions = 4;
+  int32_t max_registers_per_thread = 255;
+};
+
+// nullopt when the device's limits are unknown (no threads per SM).
+std::optional<OccupancyLimits> resolve_occupancy_limits(const DeviceInfo& device);
+std::optional<OccupancyDetail> estimate_occupancy_detail(const DeviceActivity& kernel, const DeviceInfo& device,
+                                                         const OccupancyLimits& limits);
+std::optional<double> estimate_achieved_occupancy(const DeviceActivity& kernel, const DeviceInfo& device,
+                                                  const OccupancyLimits& limits);
+
 }  // namespace gpuutil

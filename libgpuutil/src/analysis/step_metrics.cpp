@@ -39,6 +39,7 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
                                     DeviceStepReport& out) {
   StepMetricSums sums;
   const DeviceInfo* info = store.device_info(tl.device);
+  const std::optional<OccupancyLimits> limits = info ? resolve_occupancy_limits(*info) : std::nullopt;
   std::unordered_map<NameId, NamedTime> kernel_time;
   std::vector<int64_t> latencies_ns;
   const auto& acts = store.activities;
@@ -66,7 +67,7 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
           sums.sm_weighted_ns += *e * static_cast<double>(in_ns);
           sums.sm_known = true;
         }
-        if (auto o = estimate_achieved_occupancy(a, *info)) {
+        if (auto o = limits ? estimate_achieved_occupancy(a, *info, *limits) : std::nullopt) {
           sums.occ_weighted_ns += *o * static_cast<double>(in_ns);
           sums.occ_kernel_ns += static_cast<double>(in_ns);
         }
