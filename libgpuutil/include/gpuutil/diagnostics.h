@@ -39,7 +39,10 @@ const char* to_string(Severity s);
   X(rocm_trace, kInfo, "the trace is from ROCm/HIP; HIP runtime names were mapped")               \
   X(flops_unknown, kInfo, "no FLOP count for the steps: MFU is null")                              \
   X(peak_unknown, kInfo, "no peak FLOP/s known for a device: MFU is null (pass peak_tflops)")      \
-  X(launch_config_missing, kInfo, "kernels without grid/block: SM efficiency/occupancy partial")
+  X(launch_config_missing, kInfo, "kernels without grid/block: SM efficiency/occupancy partial")        \
+  X(session_events_dropped, kWarning, "live events dropped: the session's pending-event bound was hit") \
+  X(step_end_without_begin, kWarning, "end_step() was called with no open step; ignored")               \
+  X(sink_write_failed, kError, "a report could not be written to the JSON Lines file")
 
 enum class Diag : uint16_t {
 #define GPUUTIL_DIAG_ENUM(name, sev, desc) name,

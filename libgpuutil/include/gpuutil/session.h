@@ -1,0 +1,125 @@
+// The live session core: collectors push plain events, the application
+// marks steps, and each finished step is analysed by the same engine that
+// analyses trace files, then written to the sinks.
+//
+// Vendor-free. The CUPTI, NVTX and torch collectors live in their own
+// folders; they decode on THEIR drain threads and call the ingest API here.
+// Nothing in this class may be called from a CUPTI/NVTX/RecordFunction
+// callback: those only write into their own preallocated buffers.
+//
+// Contract:
+// - Thread-safe. One internal mutex guards the pending events and steps; it
+//   is taken by drain threads (ingest) and by step boundaries (a few times
+//   per step), never on a per-kernel or per-op path.
+// - Memory is bounded: only events that may still overlap an unreported
+//   step are kept, at most SessionOptions::max_pending_events; an event past
+//   that bound is dropped and counted (session_events_dropped).
+// - A step's report is produced once the collectors say data is complete up
+//   to the step's end (mark_complete_until), so reports lag by at most the
+//   collectors' flush interval (one step with step-boundary flushes).
+// - Each report covers exactly one step; its diagnostics are the data
+//   problems counted since the previous report, so a drop is reported in
+//   the step where it happened (or the next one).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuutil/analysis.h"
+#include "gpuutil/events.h"
+#include "gpuutil/report.h"
+
+namespace gpuutil {
+class JsonlSink;
+}
+
+namespace gpuutil {
+
+struct SessionOptions {
+  AnalysisOptions analysis;
+  std::string jsonl_path;             // "" = no file sink
+  int32_t rank = 0;
+  size_t max_pending_events = 1u << 22;  // bound on buffered events (all kinds)
+};
+
+// One finished step.
+struct StepOutput {
+  Report report;     // one step
+  std::string json;  // compact JSON line (gpuutil.report/1)
+};
+
+class Session {
+ public:
+  // Opens the JSONL sink if asked. `ok()` is false with `error()` set when
+  // the sink cannot be opened; the session then still works without it.
+  explicit Session(SessionOptions options);
+  ~Session();  // finishes (flushes the open step) if finish() was not called
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+  // --- ingestion (collector drain threads; any thread) ---
+  NameId intern(std::string_view name);
+  uint32_t thread_index(int64_t pid, int64_t tid, std::string_view name = {});
+  void set_devices(std::vector<DeviceInfo> devices);
+  void add_activity(const DeviceActivity& a);
+  void add_api_call(const HostApiCall& c);
+  void add_range(const HostRange& r);
+  void add_counter(const CounterSample& c);
+  void count(Diag d, uint64_t n = 1, std::string_view example = {});
+
+  // --- step boundaries (application thread) ---
+  // Opens step `step` at t_ns. An open step is closed at t_ns first.
+  void begin_step(int64_t step, int64_t t_ns);
+  // Closes the open step at t_ns (no-op with a diagnostic if none is open).
+  void end_step(int64_t t_ns);
+  bool step_open() const;
+
+  // --- completion and output ---
+  // Collectors promise that every event ending before t_ns has been
+  // ingested. Steps ending at or before t_ns become reportable.
+  void mark_complete_until(int64_t t_ns);
+  // Analyses reportable steps, writes them to the sinks, prunes events no
+  // unreported step can need, and returns the new outputs.
+  std::vector<StepOutput> collect();
+  // Closes an open step at t_ns, treats all data as complete, collects.
+  std::vector<StepOutput> finish(int64_t t_ns);
+
+  // Run totals for summaries.
+  uint64_t steps_reported() const;
+  int64_t outside_steps_ns() const;  // time between consecutive steps
+  size_t pending_events() const;     // buffered now (for memory tests)
+
+  // Called with each finished step while the session lock is NOT held
+  // (e.g. a tracker sink). Set before the first step.
+  void set_step_callback(std::function<void(const StepOutput&)> cb);
+
+ private:
+  bool admit_locked();
+  void prune_locked(int64_t keep_from_ns);
+
+  SessionOptions options_;
+  std::string error_;
+  mutable std::mutex mu_;
+  EventStore store_;  // pending events; store_.steps unused between analyses
+  std::vector<StepWindow> closed_;  // closed, not yet reported, in order
+  bool open_ = false;
+  StepWindow current_{};
+  int64_t complete_until_ns_ = INT64_MIN;
+  int64_t last_step_end_ns_ = INT64_MIN;
+  int64_t outside_steps_ns_ = 0;
+  uint64_t steps_reported_ = 0;
+  bool finished_ = false;
+  Diagnostics since_last_report_;
+  std::unique_ptr<JsonlSink> jsonl_;
+  std::function<void(const StepOutput&)> callback_;
+};
+
+}  // namespace gpuutil

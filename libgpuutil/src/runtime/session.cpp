@@ -1,0 +1,207 @@
+// Live session core: pending events, step windows, per-step analysis,
+// bounded memory (see gpuutil/session.h).
+#include "gpuutil/session.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "export/jsonl_sink.h"
+#include "gpuutil/report_json.h"
+
+namespace gpuutil {
+
+Session::Session(SessionOptions options) : options_(std::move(options)) {
+  store_.rank = options_.rank;
+  store_.source = "live";
+  store_.steps_source = "session";
+  if (!options_.jsonl_path.empty()) {
+    jsonl_ = std::make_unique<JsonlSink>(options_.jsonl_path);
+    if (!jsonl_->ok()) {
+      error_ = jsonl_->error();
+      jsonl_.reset();
+    }
+  }
+}
+
+Session::~Session() {
+  bool done;
+  int64_t end;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done = finished_;
+    end = open_ ? std::max(current_.start_ns, complete_until_ns_) : 0;
+  }
+  if (!done) finish(end);
+}
+
+NameId Session::intern(std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_.names.intern(name);
+}
+
+uint32_t Session::thread_index(int64_t pid, int64_t tid, std::string_view name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t i = 0; i < store_.threads.size(); ++i) {
+    if (store_.threads[i].pid == pid && store_.threads[i].tid == tid) return i;
+  }
+  store_.threads.push_back({pid, tid, std::string(name)});
+  return static_cast<uint32_t>(store_.threads.size() - 1);
+}
+
+void Session::set_devices(std::vector<DeviceInfo> devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  store_.devices = std::move(devices);
+}
+
+bool Session::admit_locked() {
+  const size_t n = store_.activities.size() + store_.api_calls.size() + store_.ranges.size() + store_.counters.size();
+  if (n < options_.max_pending_events) return true;
+  since_last_report_.add(Diag::session_events_dropped);
+  return false;
+}
+
+void Session::add_activity(const DeviceActivity& a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (admit_locked()) store_.activities.push_back(a);
+}
+
+void Session::add_api_call(const HostApiCall& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (admit_locked()) store_.api_calls.push_back(c);
+}
+
+void Session::add_range(const HostRange& r) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (admit_locked()) store_.ranges.push_back(r);
+}
+
+void Session::add_counter(const CounterSample& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (admit_locked()) store_.counters.push_back(c);
+}
+
+void Session::count(Diag d, uint64_t n, std::string_view example) {
+  std::lock_guard<std::mutex> lock(mu_);
+  since_last_report_.add(d, n, example);
+}
+
+void Session::begin_step(int64_t step, int64_t t_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (open_) {
+    current_.end_ns = std::max(t_ns, current_.start_ns);
+    closed_.push_back(current_);
+  }
+  if (last_step_end_ns_ != std::numeric_limits<int64_t>::min() && t_ns > last_step_end_ns_) {
+    outside_steps_ns_ += t_ns - last_step_end_ns_;
+  }
+  current_ = {step, t_ns, t_ns};
+  open_ = true;
+}
+
+void Session::end_step(int64_t t_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!open_) {
+    since_last_report_.add(Diag::step_end_without_begin);
+    return;
+  }
+  current_.end_ns = std::max(t_ns, current_.start_ns);
+  closed_.push_back(current_);
+  last_step_end_ns_ = current_.end_ns;
+  open_ = false;
+}
+
+bool Session::step_open() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_;
+}
+
+void Session::mark_complete_until(int64_t t_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  complete_until_ns_ = std::max(complete_until_ns_, t_ns);
+}
+
+// Drops every event that ends at or before keep_from_ns: no unreported step
+// can overlap it.
+void Session::prune_locked(int64_t keep_from_ns) {
+  auto gone = [keep_from_ns](const auto& e) { return e.end_ns <= keep_from_ns; };
+  store_.activities.erase(std::remove_if(store_.activities.begin(), store_.activities.end(), gone),
+                          store_.activities.end());
+  store_.api_calls.erase(std::remove_if(store_.api_calls.begin(), store_.api_calls.end(), gone),
+                         store_.api_calls.end());
+  store_.ranges.erase(std::remove_if(store_.ranges.begin(), store_.ranges.end(), gone), store_.ranges.end());
+  store_.counters.erase(std::remove_if(store_.counters.begin(), store_.counters.end(),
+                                       [keep_from_ns](const CounterSample& c) { return c.ts_ns <= keep_from_ns; }),
+                        store_.counters.end());
+}
+
+std::vector<StepOutput> Session::collect() {
+  std::vector<StepOutput> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t done = 0;
+    for (; done < closed_.size() && closed_[done].end_ns <= complete_until_ns_; ++done) {
+      const StepWindow& w = closed_[done];
+      store_.steps = {w};
+      StepOutput o;
+      o.report = analyze(store_, options_.analysis);
+      store_.steps.clear();
+      // Data problems counted since the previous report belong to this one.
+      o.report.diagnostics.merge(since_last_report_);
+      since_last_report_ = Diagnostics();
+      o.report.summary.trace_span_ns = w.wall_ns();
+      o.report.summary.outside_steps_ns = 0;
+      o.json = report_to_json(o.report);
+      if (jsonl_ && !jsonl_->write_line(o.json)) since_last_report_.add(Diag::sink_write_failed);
+      ++steps_reported_;
+      out.push_back(std::move(o));
+    }
+    if (done > 0) {
+      closed_.erase(closed_.begin(), closed_.begin() + static_cast<long>(done));
+      int64_t keep_from = out.back().report.steps.empty() ? INT64_MIN : out.back().report.steps[0].end_ns;
+      if (!closed_.empty()) keep_from = std::min(keep_from, closed_.front().start_ns);
+      if (open_) keep_from = std::min(keep_from, current_.start_ns);
+      prune_locked(keep_from);
+    }
+  }
+  if (callback_) {
+    for (const auto& o : out) callback_(o);
+  }
+  return out;
+}
+
+std::vector<StepOutput> Session::finish(int64_t t_ns) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (open_) {
+      current_.end_ns = std::max(t_ns, current_.start_ns);
+      closed_.push_back(current_);
+      last_step_end_ns_ = current_.end_ns;
+      open_ = false;
+    }
+    complete_until_ns_ = std::numeric_limits<int64_t>::max();
+    finished_ = true;
+  }
+  return collect();
+}
+
+uint64_t Session::steps_reported() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return steps_reported_;
+}
+
+int64_t Session::outside_steps_ns() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outside_steps_ns_;
+}
+
+size_t Session::pending_events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return store_.activities.size() + store_.api_calls.size() + store_.ranges.size() + store_.counters.size();
+}
+
+void Session::set_step_callback(std::function<void(const StepOutput&)> cb) {
+  std::lock_guard<std::mutex> lock(mu_);
+  callback_ = std::move(cb);
+}
+
+}  // namespace gpuutil
