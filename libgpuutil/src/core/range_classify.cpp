@@ -1,0 +1,181 @@
+// Name classification shared by every collector (see gpuutil/range_classify.h).
+//
+// Three pure string functions: what a host range means (step, data loading,
+// optimizer, host sync, collective, forward/backward, plain op or
+// annotation), what a CUDA/HIP runtime or driver call does to the device
+// and the host (launch, async copy, blocking copy, synchronize), and whether
+// a kernel is a collective-communication kernel. The rules are deliberately
+// conservative: a name is only given a specific meaning when PyTorch, NCCL or
+// the CUDA/HIP API reference defines it; everything else stays kOp /
+// kAnnotation / kOther.
+#include "gpuutil/range_classify.h"
+
+#include <array>
+#include <cstddef>
+
+namespace gpuutil {
+
+namespace {
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool contains(std::string_view s, std::string_view needle) { return s.find(needle) != std::string_view::npos; }
+
+char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// Case-insensitive ASCII substring search; `needle` must be lower case.
+bool contains_ci(std::string_view s, std::string_view needle) {
+  if (needle.empty()) return true;
+  if (s.size() < needle.size()) return false;
+  for (size_t i = 0; i + needle.size() <= s.size(); ++i) {
+    size_t j = 0;
+    while (j < needle.size() && ascii_lower(s[i + j]) == needle[j]) ++j;
+    if (j == needle.size()) return true;
+  }
+  return false;
+}
+
+// Parses a non-negative decimal integer that makes up all of `digits`.
+int64_t parse_non_negative(std::string_view digits) {
+  if (digits.empty() || digits.size() > 18) return -1;  // 18 digits always fit int64
+  int64_t v = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// Strips the version / per-thread-stream suffixes CUPTI and roctracer append
+// to API names ("cudaLaunchKernel_v7000", "cudaMemcpyAsync_ptsz",
+// "cuMemcpyHtoDAsync_v2", "cudaStreamGetCaptureInfo_v2"), repeatedly.
+std::string_view strip_api_suffixes(std::string_view name) {
+  for (;;) {
+    if (ends_with(name, "_ptsz") || ends_with(name, "_ptds")) {
+      name.remove_suffix(5);
+      continue;
+    }
+    if (ends_with(name, "_spt")) {
+      name.remove_suffix(4);
+      continue;
+    }
+    // "_v" followed by digits.
+    const size_t us = name.rfind("_v");
+    if (us != std::string_view::npos && us + 2 < name.size() &&
+        parse_non_negative(name.substr(us + 2)) >= 0) {
+      name = name.substr(0, us);
+      continue;
+    }
+    return name;
+  }
+}
+
+// The API family prefix ("cuda", "cu", "hip") removed, or "" when the name is
+// not a CUDA runtime/driver or HIP call.
+std::string_view api_stem(std::string_view name) {
+  if (starts_with(name, "cuda")) return name.substr(4);
+  if (starts_with(name, "hip")) return name.substr(3);
+  if (starts_with(name, "cu")) return name.substr(2);
+  return {};
+}
+
+constexpr ApiClass kOtherApi{HostApiKind::kOther, SyncKind::kNone};
+
+}  // namespace
+
+int64_t parse_step_number(std::string_view name) {
+  constexpr std::array<std::string_view, 2> kPrefixes = {"ProfilerStep#", "gpuutil.step#"};
+  for (std::string_view prefix : kPrefixes) {
+    if (starts_with(name, prefix)) return parse_non_negative(name.substr(prefix.size()));
+  }
+  return -1;
+}
+
+RangeCategory classify_range(std::string_view name, bool is_op) {
+  if (parse_step_number(name) >= 0) return RangeCategory::kStep;
+
+  // torch.utils.data.DataLoader's iterator: "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__".
+  if (starts_with(name, "enumerate(DataLoader)")) return RangeCategory::kDataloader;
+
+  // torch.optim.Optimizer's profiling hooks: "Optimizer.step#SGD.step", "Optimizer.zero_grad#Adam.zero_grad".
+  if (starts_with(name, "Optimizer.step#") || starts_with(name, "Optimizer.zero_grad#") ||
+      name == "Optimizer.step" || name == "Optimizer.zero_grad" || name == "## optimizer ##") {
+    return RangeCategory::kOptimizer;
+  }
+
+  // Ops that copy a scalar to the host and therefore wait for the device.
+  if (name == "aten::item" || name == "aten::_local_scalar_dense") return RangeCategory::kHostSync;
+
+  // Host side of collectives: record_function names of ProcessGroup calls.
+  constexpr std::array<std::string_view, 7> kCollectivePrefixes = {
+      "nccl:", "gloo:", "record_param_comms", "c10d::", "ProcessGroupNCCL", "ProcessGroupGloo", "ProcessGroupMPI"};
+  for (std::string_view prefix : kCollectivePrefixes) {
+    if (starts_with(name, prefix)) return RangeCategory::kCollective;
+  }
+
+  // Autograd engine node evaluation ("autograd::engine::evaluate_function: AddmmBackward0").
+  if (starts_with(name, "autograd::engine::evaluate_function") || name == "## backward ##" ||
+      starts_with(name, "## backward:")) {
+    return RangeCategory::kBackward;
+  }
+
+  // Forward only where the name says so unambiguously: the "## forward ##"
+  // annotations of training loops, nn.Module calls recorded with
+  // with_modules=True ("nn.Module: ResNet_0"), "DistributedDataParallel.forward".
+  if (name == "## forward ##" || starts_with(name, "## forward:") || starts_with(name, "nn.Module: ") ||
+      (ends_with(name, ".forward") && name.size() > 8 && name.find(' ') == std::string_view::npos)) {
+    return RangeCategory::kForward;
+  }
+
+  return is_op ? RangeCategory::kOp : RangeCategory::kAnnotation;
+}
+
+ApiClass classify_api(std::string_view name) {
+  const std::string_view base = strip_api_suffixes(name);
+  const std::string_view stem = api_stem(base);
+  if (stem.empty()) return kOtherApi;
+
+  // --- Synchronization: the host blocks until device work completes.
+  if (stem == "DeviceSynchronize" || stem == "ThreadSynchronize") return {HostApiKind::kSynchronize, SyncKind::kDevice};
+  if (stem == "StreamSynchronize") return {HostApiKind::kSynchronize, SyncKind::kStream};
+  if (stem == "EventSynchronize") return {HostApiKind::kSynchronize, SyncKind::kEvent};
+  if (stem == "CtxSynchronize") return {HostApiKind::kSynchronize, SyncKind::kContext};
+  // cudaStreamWaitEvent / cuStreamWaitEvent / hipStreamWaitEvent order two
+  // streams on the device; the host does not wait. Query calls never block.
+  if (contains(stem, "WaitEvent") || contains(stem, "Query")) return kOtherApi;
+
+  // --- Launches: kernels, cooperative kernels, graphs.
+  if (stem == "GraphLaunch") return {HostApiKind::kLaunch, SyncKind::kNone};
+  if (contains(stem, "Launch") && contains(stem, "Kernel")) return {HostApiKind::kLaunch, SyncKind::kNone};
+  if (stem == "LaunchGrid" || stem == "LaunchGridAsync") return {HostApiKind::kLaunch, SyncKind::kNone};
+
+  // --- Copies and memsets.
+  const bool is_memcpy = contains(stem, "Memcpy");
+  const bool is_memset = contains(stem, "Memset");
+  if (is_memcpy || is_memset || starts_with(stem, "MemPrefetch")) {
+    if (ends_with(stem, "Async")) return {HostApiKind::kAsyncCopy, SyncKind::kNone};
+    // Synchronous memset APIs return once the memset is enqueued for
+    // device memory: treat them like their async variants.
+    if (is_memset) return {HostApiKind::kAsyncCopy, SyncKind::kNone};
+    // hipMemcpyWithStream is what PyTorch ROCm uses for blocking copies.
+    if (stem == "MemcpyWithStream") return {HostApiKind::kBlockingCopy, SyncKind::kOther};
+    // Explicit device-to-device copies perform no host-side
+    // synchronization (CUDA "API synchronization behavior").
+    if (contains(stem, "DtoD")) return {HostApiKind::kAsyncCopy, SyncKind::kNone};
+    if (is_memcpy) return {HostApiKind::kBlockingCopy, SyncKind::kOther};
+  }
+  return kOtherApi;
+}
+
+bool is_communication_kernel(std::string_view name) {
+  return contains_ci(name, "nccl") || contains_ci(name, "rccl") || contains_ci(name, "msccl") ||
+         contains_ci(name, "nvshmem") || contains(name, "c10d::");
+}
+
+}  // namespace gpuutil

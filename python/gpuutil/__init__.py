@@ -1,0 +1,33 @@
+"""gpuutil: step-level GPU utilization accounting for PyTorch training.
+
+Where every nanosecond of each training step went on each GPU (compute,
+communication, memory, and idle split by cause), and why the GPU sat idle.
+
+Public API (importing gpuutil never requires torch)::
+
+    import gpuutil
+    report = gpuutil.analyze("trace.json.gz")          # dict, schema gpuutil.report/1
+    report = gpuutil.analyze(["rank0.json.gz", "rank1.json.gz"], flops_per_step=3.1e12)
+
+The report's fields are documented in docs/report-schema.md.
+"""
+
+from gpuutil._api import (
+    DIAGNOSTICS,
+    DTYPES,
+    REPORT_SCHEMA,
+    TraceError,
+    __version__,
+    analyze,
+    analyze_json,
+)
+
+__all__ = [
+    "DIAGNOSTICS",
+    "DTYPES",
+    "REPORT_SCHEMA",
+    "TraceError",
+    "__version__",
+    "analyze",
+    "analyze_json",
+]

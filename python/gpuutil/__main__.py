@@ -1,0 +1,7 @@
+"""``python -m gpuutil``: the same command line as the ``gpuutil`` script."""
+
+import sys
+
+from gpuutil.cli import main
+
+sys.exit(main())

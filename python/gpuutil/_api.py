@@ -1,0 +1,131 @@
+"""The public Python API over the C++ core (gpuutil._core).
+
+analyze() turns one or more PyTorch profiler / Kineto trace files (one per
+rank) into the gpuutil.report/1 report as a plain dict; analyze_json() gives
+the same report as the exact JSON text the C++ exporter wrote. Argument
+checking lives here so that mistakes fail with a clear Python error before
+any C++ runs; the C++ side releases the GIL while it works.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from gpuutil import _core
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: The JSON report schema id this build writes, e.g. ``"gpuutil.report/1"``.
+REPORT_SCHEMA: str = _core.report_schema()
+
+#: The gpuutil version (the C++ core's version).
+__version__: str = _core.version()
+
+#: Datatypes with a peak FLOP/s table, accepted by ``dtype=``.
+DTYPES: Tuple[str, ...] = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+#: Every diagnostic counter a report can carry: dicts with name, severity and
+#: description, in registry order.
+DIAGNOSTICS: Tuple[Dict[str, str], ...] = tuple(_core.diagnostics_registry())
+
+TraceError = _core.TraceError
+TraceError.__doc__ = (
+    "A trace file could not be read at all (missing, broken gzip, invalid JSON).\n\n"
+    "Subclass of ValueError. The message is one line: 'cannot read PATH: reason'."
+)
+
+
+def _paths(path_or_paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
+    if isinstance(path_or_paths, (str, bytes, os.PathLike)):
+        items: Sequence[Any] = [path_or_paths]
+    elif isinstance(path_or_paths, (list, tuple)):
+        items = path_or_paths
+    else:
+        raise TypeError(
+            "path_or_paths must be a path (str or os.PathLike) or a list of paths, "
+            f"not {type(path_or_paths).__name__}"
+        )
+    if not items:
+        raise ValueError("no trace paths given")
+    out = []
+    for p in items:
+        if not isinstance(p, (str, bytes, os.PathLike)):
+            raise TypeError(f"a trace path must be str or os.PathLike, not {type(p).__name__}")
+        out.append(os.fsdecode(os.fspath(p)))
+    return out
+
+
+def _positive(name: str, value: Optional[float]) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number or None, not {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return v
+
+
+def analyze_json(
+    path_or_paths: Union[PathLike, Sequence[PathLike]],
+    *,
+    flops_per_step: Optional[float] = None,
+    dtype: str = "bf16",
+    peak_tflops: Optional[float] = None,
+    indent: int = -1,
+) -> str:
+    """Analyse trace file(s) and return the report as JSON text.
+
+    Same arguments as :func:`analyze`, plus ``indent``: a negative value
+    (default) gives one compact line (a JSON Lines record), otherwise the
+    document is pretty-printed with that many spaces.
+    """
+    paths = _paths(path_or_paths)
+    fps = _positive("flops_per_step", flops_per_step)
+    peak = _positive("peak_tflops", peak_tflops)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    if isinstance(indent, bool) or not isinstance(indent, int):
+        raise TypeError(f"indent must be an int, not {type(indent).__name__}")
+    return _core.analyze_files(paths, fps, dtype, peak, indent)
+
+
+def analyze(
+    path_or_paths: Union[PathLike, Sequence[PathLike]],
+    *,
+    flops_per_step: Optional[float] = None,
+    dtype: str = "bf16",
+    peak_tflops: Optional[float] = None,
+) -> Dict[str, Any]:
+    """Analyse PyTorch profiler / Kineto trace file(s) into a step report.
+
+    Args:
+        path_or_paths: a trace file (``.json`` or ``.json.gz``), or a list of
+            them, one per rank of a distributed job. Ranks are taken from the
+            traces, or from the list order when the traces do not say.
+        flops_per_step: FLOPs one step performs on one rank (for MFU). When
+            None, FLOPs the trace reports are used if present.
+        dtype: datatype selecting the peak FLOP/s for MFU; one of
+            :data:`DTYPES`.
+        peak_tflops: peak dense TFLOP/s per device, overriding the built-in
+            table (needed for devices the table does not know).
+
+    Returns:
+        The report as a dict following schema :data:`REPORT_SCHEMA`
+        (docs/report-schema.md): per step and device, ``breakdown_ns`` sums
+        exactly to ``wall_ns``; undefined values are None.
+
+    Raises:
+        TraceError: a file cannot be read at all (a ValueError subclass).
+        ValueError, TypeError: invalid arguments.
+
+    The GIL is released while the C++ core works, so other Python threads
+    keep running.
+    """
+    text = analyze_json(
+        path_or_paths, flops_per_step=flops_per_step, dtype=dtype, peak_tflops=peak_tflops
+    )
+    return json.loads(text)

@@ -1,0 +1,194 @@
+"""Plain-text rendering of a gpuutil.report/1 dict for the terminal.
+
+Used by ``gpuutil analyze`` (cli.py) for its default output: a per-step
+table, a summary block per device, the time outside steps, the top finding
+and the non-zero diagnostics. Pure functions from the report dict to text;
+no I/O here. Times are shown in milliseconds, shares in percent of the
+device's wall time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "unattributed")
+_NAME_WIDTH = 60
+
+
+def _ms(ns: Optional[int]) -> str:
+    if ns is None:
+        return "-"
+    return f"{ns / 1e6:.3f}"
+
+
+def _pct(part: Optional[float], whole: Optional[float]) -> str:
+    if part is None or not whole:
+        return "-"
+    return f"{100.0 * part / whole:.1f}"
+
+
+def _ratio_pct(value: Optional[float]) -> str:
+    """A 0..1 ratio (SM efficiency, MFU) as a percentage, '-' when null."""
+    if value is None:
+        return "-"
+    return f"{100.0 * value:.1f}%"
+
+
+def _short(name: str, width: int = _NAME_WIDTH) -> str:
+    name = " ".join(name.split())  # no newlines/tabs in a table cell
+    if len(name) <= width:
+        return name
+    return name[: width - 3] + "..."
+
+
+def _grid(headers: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = ()) -> List[str]:
+    """Aligns cells in columns: right-aligned except the columns in `left`."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+
+    def fmt(cells: Sequence[str]) -> str:
+        parts = [c.ljust(widths[i]) if i in left else c.rjust(widths[i]) for i, c in enumerate(cells)]
+        return "  ".join(parts).rstrip()
+
+    lines = [fmt(headers), "  ".join("-" * w for w in widths)]
+    lines.extend(fmt(r) for r in rows)
+    return lines
+
+
+def _multi_rank(report: Dict[str, Any]) -> bool:
+    ranks = {d.get("rank", 0) for d in report["summary"]["devices"]}
+    for step in report["steps"]:
+        ranks.update(d.get("rank", 0) for d in step["devices"])
+    ranks.update(s.get("rank", 0) for s in report.get("sources", []))
+    return len(ranks) > 1
+
+
+def _device_label(dev: Dict[str, Any], multi_rank: bool) -> str:
+    return f"{dev['rank']}:{dev['device']}" if multi_rank else str(dev["device"])
+
+
+def _largest_idle(breakdown: Dict[str, int], wall_ns: int) -> str:
+    best = max(IDLE_CAUSES, key=lambda c: breakdown.get("idle_" + c, 0))
+    ns = breakdown.get("idle_" + best, 0)
+    if ns <= 0:
+        return "-"
+    return f"{best} {_pct(ns, wall_ns)}%"
+
+
+def step_table(report: Dict[str, Any]) -> List[str]:
+    """One row per step and device."""
+    multi = _multi_rank(report)
+    headers = ["step", "device", "wall ms", "compute %", "comm %", "memory %", "idle %",
+               "largest idle cause", "kernels", "SM eff est", "MFU"]
+    rows = []
+    for step in report["steps"]:
+        for dev in step["devices"]:
+            b = dev["breakdown_ns"]
+            wall = dev["wall_ns"]
+            rows.append([
+                str(step["step"]),
+                _device_label(dev, multi),
+                _ms(wall),
+                _pct(b["compute"], wall),
+                _pct(b["communication"], wall),
+                _pct(b["memory"], wall),
+                _pct(dev["idle_ns"], wall),
+                _largest_idle(b, wall),
+                str(dev["kernels"]),
+                _ratio_pct(dev["sm_efficiency_est"]),
+                _ratio_pct(dev["mfu"]),
+            ])
+    if not rows:
+        n = len(report["steps"])
+        return [f"({n} step{'s' if n != 1 else ''}, no device activity)" if n else "(no steps)"]
+    return _grid(headers, rows, left=(1, 7))
+
+
+def _steps_of(report: Dict[str, Any], dev: Dict[str, Any]) -> int:
+    n = 0
+    for step in report["steps"]:
+        if any(d["device"] == dev["device"] and d["rank"] == dev["rank"] for d in step["devices"]):
+            n += 1
+    return n
+
+
+def device_summaries(report: Dict[str, Any]) -> List[str]:
+    """A block per device: steps, wall, busy %, each bucket in ms and %, top culprit per cause."""
+    multi = _multi_rank(report)
+    lines: List[str] = []
+    for dev in report["summary"]["devices"]:
+        b = dev["breakdown_ns"]
+        wall = dev["wall_ns"]
+        label = f"rank {dev['rank']} device {dev['device']}" if multi else f"device {dev['device']}"
+        if dev.get("name"):
+            label += f" ({dev['name']})"
+        busy = "-" if dev["busy_pct"] is None else f"{dev['busy_pct']:.1f}%"
+        lines.append(f"Summary {label}: {_steps_of(report, dev)} steps, wall {_ms(wall)} ms, busy {busy}")
+        rows = []
+        for key, label_ in (("compute", "compute"), ("communication", "communication"), ("memory", "memory")):
+            rows.append([label_, _ms(b[key]), _pct(b[key], wall), ""])
+        for cause in IDLE_CAUSES:
+            ns = b["idle_" + cause]
+            culprits = dev["culprits"].get(cause) or []
+            top = ""
+            if culprits:
+                c = culprits[0]
+                top = f"{_short(c['name'] or '(unnamed)')} ({_ms(c['ns'])} ms, x{c['count']})"
+            rows.append([f"idle {cause}", _ms(ns), _pct(ns, wall), top])
+        lines.extend("  " + line for line in _grid(["bucket", "ms", "%", "top culprit"], rows, left=(0, 3)))
+        extra = []
+        if dev.get("sm_efficiency_est") is not None:
+            extra.append(f"SM efficiency est {_ratio_pct(dev['sm_efficiency_est'])}")
+        if dev.get("achieved_occupancy_est") is not None:
+            extra.append(f"achieved occupancy est {_ratio_pct(dev['achieved_occupancy_est'])}")
+        extra.append(f"MFU {_ratio_pct(dev.get('mfu'))}")
+        extra.append(f"kernels {dev['kernels']}")
+        lines.append("  " + ", ".join(extra))
+        lines.append("")
+    return lines
+
+
+def outside_steps(report: Dict[str, Any]) -> str:
+    s = report["summary"]
+    span = s["trace_span_ns"]
+    pct = _pct(s["outside_steps_ns"], span)
+    pct_text = "" if pct == "-" else f" ({pct}%)"
+    return f"Time outside steps: {_ms(s['outside_steps_ns'])} ms of {_ms(span)} ms trace span{pct_text}"
+
+
+def top_finding(report: Dict[str, Any]) -> str:
+    f = report["summary"].get("top_finding")
+    if not f:
+        return "No finding"
+    return f"Top finding: {f['title']} \u2014 {f['fix']}"
+
+
+def diagnostics_lines(report: Dict[str, Any]) -> List[str]:
+    lines = []
+    for d in report["diagnostics"]:
+        line = f"{d['severity']}: {d['name']} ({d['count']}): {d['description']}"
+        if d.get("example"):
+            line += f" (e.g. {_short(d['example'], 100)})"
+        lines.append(line)
+    return lines
+
+
+def render_report(report: Dict[str, Any]) -> str:
+    """The full human-readable report, ending with a newline."""
+    lines: List[str] = []
+    for src in report.get("sources", []):
+        lines.append(f"Trace {src['path']} (rank {src['rank']}, steps from {src['steps_source'] or '?'})")
+    if lines:
+        lines.append("")
+    lines.extend(step_table(report))
+    lines.append("")
+    lines.extend(device_summaries(report))
+    lines.append(outside_steps(report))
+    lines.append(top_finding(report))
+    diags = diagnostics_lines(report)
+    if diags:
+        lines.append("")
+        lines.extend(diags)
+    return "\n".join(lines) + "\n"

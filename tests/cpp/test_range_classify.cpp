@@ -1,0 +1,186 @@
+// Pins every name-classification rule of gpuutil/range_classify.h: range
+// categories, step numbers, CUDA/HIP API kinds and communication kernels.
+#include <gtest/gtest.h>
+
+#include "gpuutil/range_classify.h"
+
+namespace gpuutil {
+namespace {
+
+TEST(RangeClassify, ProfilerStepIsStep) {
+  EXPECT_EQ(classify_range("ProfilerStep#12", false), RangeCategory::kStep);
+  EXPECT_EQ(classify_range("ProfilerStep#5", true), RangeCategory::kStep);  // "Operator" vintage
+  EXPECT_EQ(classify_range("gpuutil.step#3", false), RangeCategory::kStep);
+}
+
+TEST(RangeClassify, ProfilerStepWithoutNumberIsNotStep) {
+  EXPECT_EQ(classify_range("ProfilerStep#", false), RangeCategory::kAnnotation);
+  EXPECT_EQ(classify_range("ProfilerStep#x", false), RangeCategory::kAnnotation);
+  EXPECT_EQ(classify_range("ProfilerStep", true), RangeCategory::kOp);
+}
+
+TEST(RangeClassify, DataLoader) {
+  EXPECT_EQ(classify_range("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", false),
+            RangeCategory::kDataloader);
+  EXPECT_EQ(classify_range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", true),
+            RangeCategory::kDataloader);
+  EXPECT_EQ(classify_range("enumerate(DataLoader)", false), RangeCategory::kDataloader);
+  EXPECT_EQ(classify_range("DataLoader", false), RangeCategory::kAnnotation);
+}
+
+TEST(RangeClassify, Optimizer) {
+  EXPECT_EQ(classify_range("Optimizer.step#SGD.step", false), RangeCategory::kOptimizer);
+  EXPECT_EQ(classify_range("Optimizer.step#FusedAdam.step", false), RangeCategory::kOptimizer);
+  EXPECT_EQ(classify_range("Optimizer.zero_grad#SGD.zero_grad", false), RangeCategory::kOptimizer);
+  EXPECT_EQ(classify_range("## optimizer ##", false), RangeCategory::kOptimizer);
+  EXPECT_EQ(classify_range("MyOptimizer.step", false), RangeCategory::kAnnotation);
+}
+
+TEST(RangeClassify, HostSyncOps) {
+  EXPECT_EQ(classify_range("aten::item", true), RangeCategory::kHostSync);
+  EXPECT_EQ(classify_range("aten::_local_scalar_dense", true), RangeCategory::kHostSync);
+  EXPECT_EQ(classify_range("aten::itemsize", true), RangeCategory::kOp);
+}
+
+TEST(RangeClassify, Collectives) {
+  EXPECT_EQ(classify_range("nccl:all_reduce", false), RangeCategory::kCollective);
+  EXPECT_EQ(classify_range("nccl:_all_gather_base", false), RangeCategory::kCollective);
+  EXPECT_EQ(classify_range("gloo:all_reduce", false), RangeCategory::kCollective);
+  EXPECT_EQ(classify_range("record_param_comms", true), RangeCategory::kCollective);
+  EXPECT_EQ(classify_range("c10d::allreduce_", true), RangeCategory::kCollective);
+  EXPECT_EQ(classify_range("ProcessGroupNCCL::allreduce", false), RangeCategory::kCollective);
+}
+
+TEST(RangeClassify, Backward) {
+  EXPECT_EQ(classify_range("autograd::engine::evaluate_function: AddmmBackward0", true),
+            RangeCategory::kBackward);
+  EXPECT_EQ(classify_range("## backward ##", false), RangeCategory::kBackward);
+  // The op inside the autograd node stays an op.
+  EXPECT_EQ(classify_range("AddmmBackward0", true), RangeCategory::kOp);
+}
+
+TEST(RangeClassify, ForwardOnlyWhenClear) {
+  EXPECT_EQ(classify_range("## forward ##", false), RangeCategory::kForward);
+  EXPECT_EQ(classify_range("## forward:bottom_mlp ##", false), RangeCategory::kForward);
+  EXPECT_EQ(classify_range("nn.Module: ResNet_0", false), RangeCategory::kForward);
+  EXPECT_EQ(classify_range("DistributedDataParallel.forward", false), RangeCategory::kForward);
+  // Conservative: names that merely mention forward are not forward.
+  EXPECT_EQ(classify_range("forward_hook", false), RangeCategory::kAnnotation);
+  EXPECT_EQ(classify_range("<forward op>", true), RangeCategory::kOp);
+  EXPECT_EQ(classify_range(".forward", false), RangeCategory::kAnnotation);
+}
+
+TEST(RangeClassify, FallbackDependsOnIsOp) {
+  EXPECT_EQ(classify_range("aten::mm", true), RangeCategory::kOp);
+  EXPECT_EQ(classify_range("aten::mm", false), RangeCategory::kAnnotation);
+  EXPECT_EQ(classify_range("## load_batch ##", false), RangeCategory::kAnnotation);
+  EXPECT_EQ(classify_range("", true), RangeCategory::kOp);
+  EXPECT_EQ(classify_range("", false), RangeCategory::kAnnotation);
+}
+
+TEST(ParseStepNumber, Forms) {
+  EXPECT_EQ(parse_step_number("ProfilerStep#12"), 12);
+  EXPECT_EQ(parse_step_number("ProfilerStep#0"), 0);
+  EXPECT_EQ(parse_step_number("gpuutil.step#7"), 7);
+  EXPECT_EQ(parse_step_number("ProfilerStep#1009"), 1009);
+  EXPECT_EQ(parse_step_number("ProfilerStep#"), -1);
+  EXPECT_EQ(parse_step_number("ProfilerStep#-1"), -1);
+  EXPECT_EQ(parse_step_number("ProfilerStep#12a"), -1);
+  EXPECT_EQ(parse_step_number("ProfilerStep#99999999999999999999"), -1);
+  EXPECT_EQ(parse_step_number("profilerstep#3"), -1);
+  EXPECT_EQ(parse_step_number("aten::mm"), -1);
+}
+
+void expect_api(std::string_view name, HostApiKind kind, SyncKind sync) {
+  const ApiClass c = classify_api(name);
+  EXPECT_EQ(c.kind, kind) << name;
+  EXPECT_EQ(c.sync, sync) << name;
+}
+
+TEST(ClassifyApi, Launches) {
+  for (const char* name :
+       {"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+        "cuLaunchKernelEx", "cudaGraphLaunch", "cuGraphLaunch", "hipLaunchKernel", "hipExtLaunchKernel",
+        "hipModuleLaunchKernel", "hipExtModuleLaunchKernel", "hipGraphLaunch", "cudaLaunchKernel_v7000",
+        "cudaLaunchKernel_ptsz", "cudaLaunchKernelExC_v11060", "cudaGraphLaunch_v10000", "cuLaunchGrid"}) {
+    expect_api(name, HostApiKind::kLaunch, SyncKind::kNone);
+  }
+  expect_api("cudaLaunchHostFunc", HostApiKind::kOther, SyncKind::kNone);
+}
+
+TEST(ClassifyApi, AsyncCopies) {
+  for (const char* name :
+       {"cudaMemcpyAsync", "cudaMemsetAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyPeerAsync",
+        "cudaMemcpyToSymbolAsync", "cuMemcpyAsync", "cuMemcpyHtoDAsync_v2", "cuMemcpyDtoHAsync_v2",
+        "cuMemsetD32Async", "hipMemcpyAsync", "hipMemcpyHtoDAsync", "hipMemsetAsync", "cudaMemcpyAsync_ptsz",
+        "cudaMemcpyAsync_v3020", "cudaMemPrefetchAsync"}) {
+    expect_api(name, HostApiKind::kAsyncCopy, SyncKind::kNone);
+  }
+  // Synchronous memsets only enqueue work for device memory.
+  for (const char* name : {"cudaMemset", "cudaMemset2D", "cuMemsetD8_v2", "hipMemset"}) {
+    expect_api(name, HostApiKind::kAsyncCopy, SyncKind::kNone);
+  }
+  // Device-to-device copies never block the host.
+  expect_api("cuMemcpyDtoD_v2", HostApiKind::kAsyncCopy, SyncKind::kNone);
+  expect_api("hipMemcpyDtoD", HostApiKind::kAsyncCopy, SyncKind::kNone);
+}
+
+TEST(ClassifyApi, BlockingCopies) {
+  for (const char* name : {"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpyToSymbol", "cudaMemcpy_v3020", "cuMemcpyHtoD_v2",
+                           "cuMemcpyDtoH_v2", "hipMemcpy", "hipMemcpyWithStream", "hipMemcpyDtoH"}) {
+    expect_api(name, HostApiKind::kBlockingCopy, SyncKind::kOther);
+  }
+}
+
+TEST(ClassifyApi, Synchronize) {
+  expect_api("cudaDeviceSynchronize", HostApiKind::kSynchronize, SyncKind::kDevice);
+  expect_api("cudaThreadSynchronize", HostApiKind::kSynchronize, SyncKind::kDevice);
+  expect_api("hipDeviceSynchronize", HostApiKind::kSynchronize, SyncKind::kDevice);
+  expect_api("cudaStreamSynchronize", HostApiKind::kSynchronize, SyncKind::kStream);
+  expect_api("cudaStreamSynchronize_v3020", HostApiKind::kSynchronize, SyncKind::kStream);
+  expect_api("cuStreamSynchronize", HostApiKind::kSynchronize, SyncKind::kStream);
+  expect_api("hipStreamSynchronize", HostApiKind::kSynchronize, SyncKind::kStream);
+  expect_api("cudaEventSynchronize", HostApiKind::kSynchronize, SyncKind::kEvent);
+  expect_api("cuEventSynchronize", HostApiKind::kSynchronize, SyncKind::kEvent);
+  expect_api("hipEventSynchronize", HostApiKind::kSynchronize, SyncKind::kEvent);
+  expect_api("cudaCtxSynchronize", HostApiKind::kSynchronize, SyncKind::kContext);
+  expect_api("cuCtxSynchronize", HostApiKind::kSynchronize, SyncKind::kContext);
+  expect_api("hipCtxSynchronize", HostApiKind::kSynchronize, SyncKind::kContext);
+}
+
+TEST(ClassifyApi, NotHostSyncs) {
+  // Device-side ordering and polling do not block the host.
+  expect_api("cudaStreamWaitEvent", HostApiKind::kOther, SyncKind::kNone);
+  expect_api("cuStreamWaitEvent", HostApiKind::kOther, SyncKind::kNone);
+  expect_api("hipStreamWaitEvent", HostApiKind::kOther, SyncKind::kNone);
+  expect_api("cudaEventQuery", HostApiKind::kOther, SyncKind::kNone);
+  expect_api("cudaStreamQuery", HostApiKind::kOther, SyncKind::kNone);
+}
+
+TEST(ClassifyApi, Other) {
+  for (const char* name : {"cudaMalloc", "cudaFree", "cudaEventRecord", "cudaGetDeviceProperties",
+                           "cudaStreamGetCaptureInfo_v2", "cudaOccupancyMaxActiveBlocksPerMultiprocessor",
+                           "hipCtxGetCurrent", "hipMalloc", "INVALID", "", "memcpy", "aten::copy_"}) {
+    expect_api(name, HostApiKind::kOther, SyncKind::kNone);
+  }
+}
+
+TEST(CommunicationKernel, NcclAndRccl) {
+  EXPECT_TRUE(is_communication_kernel("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"));
+  EXPECT_TRUE(is_communication_kernel("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"));
+  EXPECT_TRUE(is_communication_kernel("void ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)"));
+  EXPECT_TRUE(is_communication_kernel("NCCLKERNEL"));
+  EXPECT_TRUE(is_communication_kernel("rcclKernel_AllReduce"));
+  EXPECT_TRUE(is_communication_kernel("void RCCL_generic_kernel"));
+  EXPECT_TRUE(is_communication_kernel("mscclKernel_Sum_float"));
+}
+
+TEST(CommunicationKernel, ComputeKernelsAreNot) {
+  EXPECT_FALSE(is_communication_kernel("void at::native::vectorized_elementwise_kernel<4>"));
+  EXPECT_FALSE(is_communication_kernel("volta_sgemm_128x64_nn"));
+  EXPECT_FALSE(is_communication_kernel("triton_red_fused_add_mean_mul_pow_rsqrt_0"));
+  EXPECT_FALSE(is_communication_kernel(""));
+}
+
+}  // namespace
+}  // namespace gpuutil

@@ -1,0 +1,88 @@
+"""Shared fixtures for the Python tests of the installed gpuutil package.
+
+The tests run against gpuutil as installed into .venv (scripts/bootstrap.sh),
+never against the source tree, and use the real GPU traces in
+../shared/traces (override with GPUUTIL_TRACES_DIR).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def traces_dir() -> Path:
+    env = os.environ.get("GPUUTIL_TRACES_DIR")
+    return Path(env) if env else REPO.parent / "shared" / "traces"
+
+
+def all_traces() -> List[Path]:
+    d = traces_dir()
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.iterdir() if p.name.endswith((".json", ".json.gz")))
+
+
+@pytest.fixture(scope="session")
+def traces() -> Path:
+    d = traces_dir()
+    if not d.is_dir():
+        pytest.skip(f"trace directory {d} not found (set GPUUTIL_TRACES_DIR)")
+    return d
+
+
+@pytest.fixture(scope="session")
+def trace(traces: Path):
+    """trace(name) -> path of a named trace, skipping when it is absent."""
+
+    def get(name: str) -> Path:
+        p = traces / name
+        if not p.is_file():
+            pytest.skip(f"trace {name} not found in {traces}")
+        return p
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def gpuutil_exe() -> str:
+    """The installed console script (next to the interpreter running the tests)."""
+    exe = Path(sys.executable).parent / "gpuutil"
+    if not exe.exists():
+        pytest.skip(f"console script {exe} not installed")
+    return str(exe)
+
+
+@pytest.fixture(scope="session")
+def run_cli(gpuutil_exe: str):
+    """run_cli(*args) -> CompletedProcess of the installed `gpuutil` script."""
+
+    def run(*args: object, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [gpuutil_exe, *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def installed_gpuutil():
+    """The imported package, asserted to be the installed one (with its _core)."""
+    import gpuutil
+
+    assert (Path(gpuutil.__file__).parent / "_core.pyi").exists()
+    assert not str(Path(gpuutil.__file__).resolve()).startswith(str(REPO / "python")), (
+        "tests must run against the installed package, not the source tree"
+    )
+    return gpuutil
