@@ -34,6 +34,8 @@
 
 namespace py = pybind11;
 
+void bind_session(py::module_& m);  // session_bindings.cpp
+
 namespace {
 
 // Raised (as gpuutil._core.TraceError, a ValueError) when an input cannot be
@@ -134,6 +136,7 @@ PYBIND11_MODULE(_core, m, py::mod_gil_not_used()) {
         "Returns the gpuutil.report/1 JSON document as a string (compact when indent < 0).\n"
         "Raises TraceError (a ValueError) 'cannot read PATH: ERROR' when a file cannot be read.\n"
         "The GIL is released while the C++ core works.");
+  bind_session(m);
   m.def("version", []() { return std::string(GPUUTIL_VERSION); }, "The gpuutil library version.");
   m.def("report_schema", []() { return std::string(gpuutil::kReportSchema); },
         "The JSON report schema id, e.g. 'gpuutil.report/1'.");

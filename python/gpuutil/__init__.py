@@ -9,6 +9,11 @@ Public API (importing gpuutil never requires torch)::
     report = gpuutil.analyze("trace.json.gz")          # dict, schema gpuutil.report/1
     report = gpuutil.analyze(["rank0.json.gz", "rank1.json.gz"], flops_per_step=3.1e12)
 
+    with gpuutil.profile(output="steps.jsonl") as prof:   # live, per step
+        for batch in loader:
+            with prof.step():
+                train_step(batch)
+
 The report's fields are documented in docs/report-schema.md.
 """
 
@@ -21,6 +26,7 @@ from gpuutil._api import (
     analyze,
     analyze_json,
 )
+from gpuutil._profile import Profile, profile, register_collector
 
 __all__ = [
     "DIAGNOSTICS",
@@ -30,4 +36,7 @@ __all__ = [
     "__version__",
     "analyze",
     "analyze_json",
+    "Profile",
+    "profile",
+    "register_collector",
 ]

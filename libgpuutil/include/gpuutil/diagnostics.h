@@ -42,7 +42,8 @@ const char* to_string(Severity s);
   X(launch_config_missing, kInfo, "kernels without grid/block: SM efficiency/occupancy partial")        \
   X(session_events_dropped, kWarning, "live events dropped: the session's pending-event bound was hit") \
   X(step_end_without_begin, kWarning, "end_step() was called with no open step; ignored")               \
-  X(sink_write_failed, kError, "a report could not be written to the JSON Lines file")
+  X(sink_write_failed, kError, "a report could not be written to the JSON Lines file")                 \
+  X(gpu_collection_off, kWarning, "GPU activity is not collected in this session (see example: why)")
 
 enum class Diag : uint16_t {
 #define GPUUTIL_DIAG_ENUM(name, sev, desc) name,

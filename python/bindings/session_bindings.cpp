@@ -1,0 +1,104 @@
+// Python bindings for the live session core (gpuutil::Session).
+//
+// Used by gpuutil.profile(): step boundaries and coarse host ranges come
+// from Python at most a few times per step; collectors with a hot path
+// (CUPTI, NVTX, RecordFunction) feed the session from C++ instead. Reports
+// cross as compact JSON strings, like analyze_files().
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuutil/clock.h"
+#include "gpuutil/range_classify.h"
+#include "gpuutil/session.h"
+
+namespace py = pybind11;
+
+namespace {
+
+std::vector<std::string> jsons(std::vector<gpuutil::StepOutput>&& outs) {
+  std::vector<std::string> v;
+  v.reserve(outs.size());
+  for (auto& o : outs) v.push_back(std::move(o.json));
+  return v;
+}
+
+gpuutil::Diag diag_by_name(const std::string& name) {
+  for (size_t i = 0; i < gpuutil::kDiagCount; ++i) {
+    if (name == gpuutil::diag_info(static_cast<gpuutil::Diag>(i)).name) return static_cast<gpuutil::Diag>(i);
+  }
+  throw py::value_error("unknown diagnostic: " + name);
+}
+
+}  // namespace
+
+void bind_session(py::module_& m) {
+  m.def("now_ns", &gpuutil::session_now_ns, "The session clock (CLOCK_MONOTONIC ns).");
+  py::class_<gpuutil::Session>(m, "Session")
+      .def(py::init([](const std::string& jsonl_path, int rank, std::optional<double> flops_per_step,
+                       const std::string& dtype, std::optional<double> peak_tflops, size_t max_pending_events) {
+             gpuutil::SessionOptions o;
+             o.jsonl_path = jsonl_path;
+             o.rank = rank;
+             o.analysis.flops_per_step = flops_per_step;
+             o.analysis.dtype = dtype;
+             o.analysis.peak_tflops = peak_tflops;
+             o.max_pending_events = max_pending_events;
+             return std::make_unique<gpuutil::Session>(std::move(o));
+           }),
+           py::arg("jsonl_path") = "", py::arg("rank") = 0, py::arg("flops_per_step") = py::none(),
+           py::arg("dtype") = "bf16", py::arg("peak_tflops") = py::none(),
+           py::arg("max_pending_events") = size_t(1) << 22)
+      .def_property_readonly("ok", &gpuutil::Session::ok)
+      .def_property_readonly("error", &gpuutil::Session::error)
+      .def("begin_step", &gpuutil::Session::begin_step, py::arg("step"), py::arg("t_ns"))
+      .def("end_step", &gpuutil::Session::end_step, py::arg("t_ns"))
+      .def("step_open", &gpuutil::Session::step_open)
+      .def("thread_index", &gpuutil::Session::thread_index, py::arg("pid"), py::arg("tid"), py::arg("name") = "")
+      .def(
+          "add_range",
+          [](gpuutil::Session& s, const std::string& name, int64_t start_ns, int64_t end_ns, uint32_t thread,
+             bool is_op) {
+            gpuutil::HostRange r;
+            r.name = s.intern(name);
+            r.start_ns = start_ns;
+            r.end_ns = end_ns;
+            r.thread = thread;
+            r.category = gpuutil::classify_range(name, is_op);
+            s.add_range(r);
+          },
+          py::arg("name"), py::arg("start_ns"), py::arg("end_ns"), py::arg("thread"), py::arg("is_op") = false,
+          "Adds a host range; its category follows PyTorch's naming rules.")
+      .def(
+          "count", [](gpuutil::Session& s, const std::string& name, uint64_t n, const std::string& example) {
+            s.count(diag_by_name(name), n, example);
+          },
+          py::arg("name"), py::arg("n") = 1, py::arg("example") = "")
+      .def("mark_complete_until", &gpuutil::Session::mark_complete_until, py::arg("t_ns"))
+      .def(
+          "collect", [](gpuutil::Session& s) {
+            std::vector<gpuutil::StepOutput> outs;
+            {
+              py::gil_scoped_release release;
+              outs = s.collect();
+            }
+            return jsons(std::move(outs));
+          },
+          "Analyses the reportable steps; returns their JSON lines.")
+      .def(
+          "finish", [](gpuutil::Session& s, int64_t t_ns) {
+            std::vector<gpuutil::StepOutput> outs;
+            {
+              py::gil_scoped_release release;
+              outs = s.finish(t_ns);
+            }
+            return jsons(std::move(outs));
+          },
+          py::arg("t_ns"))
+      .def_property_readonly("steps_reported", &gpuutil::Session::steps_reported)
+      .def_property_readonly("outside_steps_ns", &gpuutil::Session::outside_steps_ns)
+      .def_property_readonly("pending_events", &gpuutil::Session::pending_events);
+}

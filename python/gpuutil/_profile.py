@@ -1,0 +1,334 @@
+"""The live profiling session in Python: ``gpuutil.profile()`` and ``prof.step()``.
+
+A ``Profile`` owns one C++ ``Session`` (the same engine that analyses trace
+files), marks step boundaries on the session clock, and turns each finished
+step into a report dict in the ``gpuutil.report/1`` schema. Collectors (the
+CUPTI/NVTX collector, the PyTorch hook) attach through a small protocol so
+that this file never imports a vendor library or torch; a collector that
+cannot run says why, and every report carries that as the
+``gpu_collection_off`` diagnostic.
+
+Memory is bounded: ``prof.reports`` keeps the most recent ``keep_reports``
+steps (the JSON Lines file, if asked for, has all of them) and
+``prof.summary()`` is computed from running totals.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import json
+import math
+import os
+import weakref
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol
+
+from gpuutil import _core
+
+_BREAKDOWN_KEYS = (
+    "compute",
+    "communication",
+    "memory",
+    "idle_dataloader",
+    "idle_host_sync",
+    "idle_collective",
+    "idle_launch",
+    "idle_host",
+    "idle_unattributed",
+)
+
+
+class Collector(Protocol):
+    """What a collector implements to feed a Profile.
+
+    ``start`` returns None when the collector runs, or a one-line reason why
+    it cannot (the Profile reports it in every step's diagnostics).
+    ``complete_until_ns`` returns the session-clock time up to which the
+    collector has delivered everything (None: no constraint).
+    """
+
+    name: str
+
+    def start(self, prof: "Profile") -> Optional[str]: ...
+
+    def on_step_end(self, prof: "Profile") -> None: ...
+
+    def complete_until_ns(self) -> Optional[int]: ...
+
+    def stop(self, prof: "Profile") -> None: ...
+
+
+# Collector factories tried at start, in order. Optional subsystems register
+# here (the live GPU collector, the PyTorch hook). Each factory returns a
+# Collector or None when it does not apply.
+_COLLECTOR_FACTORIES: List[Callable[["Profile"], Optional[Collector]]] = []
+
+#: Why GPU activity is off when no GPU collector is available in this build.
+NO_GPU_COLLECTOR_REASON = "this build of gpuutil has no live GPU (CUPTI) collector; reports are host-only"
+
+
+def register_collector(factory: Callable[["Profile"], Optional[Collector]]) -> None:
+    """Registers a collector factory used by every later ``profile()``."""
+    _COLLECTOR_FACTORIES.append(factory)
+
+
+def _rank_and_world() -> "tuple[int, int]":
+    def env_int(name: str, default: int) -> int:
+        try:
+            return int(os.environ.get(name, default))
+        except ValueError:
+            return default
+
+    return env_int("RANK", 0), env_int("WORLD_SIZE", 1)
+
+
+def _ranked_path(path: str, rank: int, world: int) -> str:
+    """steps.jsonl -> steps.rank3.jsonl when the job has several ranks."""
+    if world <= 1:
+        return path
+    root, ext = os.path.splitext(path)
+    return f"{root}.rank{rank}{ext or '.jsonl'}"
+
+
+class Profile:
+    """A live profiling session. Create it with :func:`gpuutil.profile`."""
+
+    def __init__(
+        self,
+        output: Optional[str] = None,
+        *,
+        flops_per_step: Optional[float] = None,
+        dtype: str = "bf16",
+        peak_tflops: Optional[float] = None,
+        keep_reports: int = 1000,
+        max_pending_events: int = 1 << 22,
+        on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
+    ) -> None:
+        for name, value in (("flops_per_step", flops_per_step), ("peak_tflops", peak_tflops)):
+            if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
+                raise ValueError(f"{name} must be a positive finite number, not {value!r}")
+        if keep_reports < 0:
+            raise ValueError("keep_reports must be >= 0")
+        self.rank, self.world_size = _rank_and_world()
+        self.output: Optional[str] = _ranked_path(os.fspath(output), self.rank, self.world_size) if output else None
+        self._session = _core.Session(
+            jsonl_path=self.output or "",
+            rank=self.rank,
+            flops_per_step=flops_per_step,
+            dtype=dtype,
+            peak_tflops=peak_tflops,
+            max_pending_events=max_pending_events,
+        )
+        if not self._session.ok:
+            raise OSError(f"gpuutil: {self._session.error}")
+        self.reports: Deque[Dict[str, Any]] = collections.deque(maxlen=keep_reports)
+        self._on_step = on_step
+        self._collectors: List[Collector] = []
+        self._off_reasons: List[str] = []
+        self._next_step = 0
+        self._running = False
+        self._totals: Dict[tuple, Dict[str, Any]] = {}
+        self._findings: Dict[str, Dict[str, Any]] = {}
+        self._steps = 0
+        self._wall_ns = 0
+        self.thread = self._session.thread_index(os.getpid(), _thread_id(), "main")
+
+    # -- lifecycle -----------------------------------------------------
+    def start(self) -> "Profile":
+        """Starts the collectors. Called by ``with gpuutil.profile():``."""
+        if self._running:
+            return self
+        self._running = True
+        gpu = False
+        for factory in _COLLECTOR_FACTORIES:
+            collector = factory(self)
+            if collector is None:
+                continue
+            reason = collector.start(self)
+            if reason is None:
+                self._collectors.append(collector)
+                gpu = gpu or getattr(collector, "collects_gpu", False)
+            else:
+                self._off_reasons.append(f"{collector.name}: {reason}")
+        if not gpu and not any("cupti" in r.lower() for r in self._off_reasons):
+            self._off_reasons.insert(0, NO_GPU_COLLECTOR_REASON)
+        _live_profiles.add(self)
+        return self
+
+    def stop(self) -> None:
+        """Stops the collectors and reports the open step, if any."""
+        if not self._running:
+            return
+        self._running = False
+        for c in self._collectors:
+            c.stop(self)
+        self._deliver(self._session.finish(_core.now_ns()))
+        _live_profiles.discard(self)
+
+    def __enter__(self) -> "Profile":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- steps ---------------------------------------------------------
+    def step(self, step: Optional[int] = None) -> "_StepScope":
+        """Context manager around one training step: ``with prof.step(): ...``.
+
+        Steps are numbered from 0 unless ``step`` is given.
+        """
+        if step is None:
+            step = self._next_step
+        self._next_step = step + 1
+        return _StepScope(self, step)
+
+    def begin_step(self, step: int) -> None:
+        if not self._running:
+            raise RuntimeError("the profile is not running: use `with gpuutil.profile() as prof:`")
+        for reason in self._off_reasons:
+            self._session.count("gpu_collection_off", 1, reason)
+        self._session.begin_step(step, _core.now_ns())
+
+    def end_step(self) -> None:
+        now = _core.now_ns()
+        self._session.end_step(now)
+        complete = now
+        for c in self._collectors:
+            c.on_step_end(self)
+            until = c.complete_until_ns()
+            if until is not None:
+                complete = min(complete, until)
+        self._session.mark_complete_until(complete)
+        self._deliver(self._session.collect())
+
+    # -- output --------------------------------------------------------
+    @property
+    def gpu_collection_off(self) -> List[str]:
+        """Why GPU activity is not collected (empty when it is)."""
+        return list(self._off_reasons)
+
+    def summary(self) -> Dict[str, Any]:
+        """Run totals over every reported step (not only the kept ones)."""
+        devices = []
+        for (rank, device), t in sorted(self._totals.items()):
+            wall = t["wall_ns"]
+            busy = t["compute"] + t["communication"] + t["memory"]
+            devices.append(
+                {
+                    "rank": rank,
+                    "device": device,
+                    "name": t["name"],
+                    "wall_ns": wall,
+                    "breakdown_ns": {k: t[k] for k in _BREAKDOWN_KEYS},
+                    "busy_pct": (100.0 * busy / wall) if wall else None,
+                }
+            )
+        findings = sorted(self._findings.values(), key=lambda f: -f["recoverable_ns"])
+        return {
+            "steps": self._steps,
+            "steps_wall_ns": self._wall_ns,
+            "outside_steps_ns": self._session.outside_steps_ns,
+            "devices": devices,
+            "findings": findings,
+            "top_finding": findings[0] if findings else None,
+            "gpu_collection_off": self.gpu_collection_off,
+        }
+
+    def _deliver(self, lines: List[str]) -> None:
+        for line in lines:
+            report = json.loads(line)
+            self.reports.append(report)
+            self._accumulate(report)
+            if self._on_step is not None:
+                self._on_step(report)
+
+    def _accumulate(self, report: Dict[str, Any]) -> None:
+        for step in report.get("steps", []):
+            self._steps += 1
+            self._wall_ns += step["wall_ns"]
+            for d in step["devices"]:
+                t = self._totals.setdefault(
+                    (d["rank"], d["device"]), {"name": d["name"], "wall_ns": 0, **{k: 0 for k in _BREAKDOWN_KEYS}}
+                )
+                t["wall_ns"] += d["wall_ns"]
+                for k in _BREAKDOWN_KEYS:
+                    t[k] += d["breakdown_ns"][k]
+        for f in report.get("findings", []):
+            agg = self._findings.setdefault(f["id"], {"id": f["id"], "title": f["title"], "fix": f["fix"],
+                                                      "recoverable_ns": 0, "steps": 0})
+            agg["recoverable_ns"] += f["recoverable_ns"]
+            agg["steps"] += 1
+
+
+class _StepScope:
+    __slots__ = ("_prof", "_step")
+
+    def __init__(self, prof: Profile, step: int) -> None:
+        self._prof = prof
+        self._step = step
+
+    def __enter__(self) -> int:
+        self._prof.begin_step(self._step)
+        return self._step
+
+    def __exit__(self, *exc: Any) -> None:
+        self._prof.end_step()
+
+
+def _thread_id() -> int:
+    import threading
+
+    return threading.get_native_id()
+
+
+_live_profiles: "weakref.WeakSet[Profile]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_live_profiles() -> None:
+    # Exit without stop() still reports the last step.
+    for prof in list(_live_profiles):
+        try:
+            prof.stop()
+        except Exception:  # pragma: no cover - never fail interpreter exit
+            pass
+
+
+def profile(
+    output: Optional[str] = None,
+    *,
+    flops_per_step: Optional[float] = None,
+    dtype: str = "bf16",
+    peak_tflops: Optional[float] = None,
+    keep_reports: int = 1000,
+    on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
+) -> Profile:
+    """Profiles a training loop, step by step.
+
+    ::
+
+        with gpuutil.profile(output="steps.jsonl") as prof:
+            for batch in loader:
+                with prof.step():
+                    train_step(batch)
+        print(prof.summary()["top_finding"])
+
+    Args:
+        output: a JSON Lines file that gets one report per step (the rank is
+            inserted before the extension when WORLD_SIZE > 1).
+        flops_per_step: FLOPs of one step, for MFU.
+        dtype: the training precision, picks the peak FLOP/s for MFU.
+        peak_tflops: overrides the peak table.
+        keep_reports: how many recent step reports ``prof.reports`` keeps.
+        on_step: called with each step's report dict (a tracker sink).
+
+    Returns a :class:`Profile`; use it as a context manager.
+    """
+    return Profile(
+        output,
+        flops_per_step=flops_per_step,
+        dtype=dtype,
+        peak_tflops=peak_tflops,
+        keep_reports=keep_reports,
+        on_step=on_step,
+    )

@@ -1,0 +1,89 @@
+"""The live session from Python: gpuutil.profile() and prof.step() on this
+machine, which has no GPU, so every report is host-only and says why."""
+
+import json
+import time
+
+import pytest
+
+import gpuutil
+
+
+def test_profile_reports_each_step_in_the_report_schema(tmp_path):
+    out = tmp_path / "steps.jsonl"
+    with gpuutil.profile(output=str(out)) as prof:
+        for _ in range(3):
+            with prof.step():
+                time.sleep(0.002)
+    assert len(prof.reports) == 3
+    for i, r in enumerate(prof.reports):
+        assert r["schema"] == gpuutil.REPORT_SCHEMA
+        assert r["steps"][0]["step"] == i
+        assert r["steps"][0]["wall_ns"] >= 2_000_000
+    lines = out.read_text().splitlines()
+    assert [json.loads(l)["steps"][0]["step"] for l in lines] == [0, 1, 2]
+
+
+def test_every_report_says_gpu_collection_is_off_and_why():
+    with gpuutil.profile() as prof:
+        with prof.step():
+            pass
+    diags = {d["name"]: d for d in prof.reports[0]["diagnostics"]}
+    assert "gpu_collection_off" in diags
+    assert diags["gpu_collection_off"]["example"]
+    assert prof.gpu_collection_off
+
+
+def test_summary_counts_every_step_even_beyond_kept_reports():
+    with gpuutil.profile(keep_reports=2) as prof:
+        for _ in range(5):
+            with prof.step():
+                pass
+    assert len(prof.reports) == 2
+    s = prof.summary()
+    assert s["steps"] == 5
+    assert s["steps_wall_ns"] > 0
+    assert s["outside_steps_ns"] >= 0
+
+
+def test_step_outside_a_running_profile_is_a_clear_error():
+    prof = gpuutil.profile()
+    with pytest.raises(RuntimeError, match="not running"):
+        with prof.step():
+            pass
+
+
+def test_exception_in_the_loop_still_reports_the_step(tmp_path):
+    out = tmp_path / "s.jsonl"
+    with pytest.raises(ZeroDivisionError):
+        with gpuutil.profile(output=str(out)) as prof:
+            with prof.step():
+                1 / 0
+    assert len(out.read_text().splitlines()) == 1
+
+
+def test_bad_arguments_fail_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="flops_per_step"):
+        gpuutil.profile(flops_per_step=-1)
+    with pytest.raises(OSError, match="cannot open"):
+        gpuutil.profile(output=str(tmp_path / "missing-dir" / "x.jsonl"))
+
+
+def test_output_name_carries_the_rank_in_a_multi_rank_job(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    with gpuutil.profile(output=str(tmp_path / "steps.jsonl")) as prof:
+        with prof.step():
+            pass
+    assert prof.output.endswith("steps.rank3.jsonl")
+    assert (tmp_path / "steps.rank3.jsonl").exists()
+    assert prof.reports[0]["sources"][0]["rank"] == 3
+
+
+def test_on_step_callback_gets_each_report():
+    seen = []
+    with gpuutil.profile(on_step=seen.append) as prof:
+        for _ in range(2):
+            with prof.step():
+                pass
+    assert [r["steps"][0]["step"] for r in seen] == [0, 1]
