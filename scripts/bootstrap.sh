@@ -4,6 +4,11 @@
 # Incremental: the CMake build tree lives in build/ and is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# One bootstrap at a time per checkout (build/ and .venv are shared).
+if [ -z "${GPUUTIL_BOOTSTRAP_LOCKED:-}" ] && command -v flock >/dev/null 2>&1; then
+  export GPUUTIL_BOOTSTRAP_LOCKED=1
+  exec flock .bootstrap.lock "$0" "$@"
+fi
 
 need_apt=()
 dpkg -s nlohmann-json3-dev >/dev/null 2>&1 || need_apt+=(nlohmann-json3-dev)
