@@ -21,7 +21,6 @@
 #include <iterator>
 #include <random>
 #include <string>
-#include <vector>
 
 #include "collectors/replay/trace_bytes.h"
 #include "gpuutil/kineto_import.h"

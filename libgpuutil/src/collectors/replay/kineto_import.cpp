@@ -196,7 +196,11 @@ void Importer::run(simdjson::padded_string_view padded) {
   if (!e && !container) e = check_scalar_document(doc, top);
   const char* trailing = nullptr;
   if (e) {
-    fail_json(Fault{e, offset_of(doc), nullptr});
+    // An unfinished document is reported where it ends, not where On Demand
+    // rewound to.
+    const int64_t offset =
+        e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT ? static_cast<int64_t>(text_.size()) : offset_of(doc);
+    fail_json(Fault{e, offset, nullptr});
   } else if (container && doc.current_location().get(trailing) == SUCCESS) {
     // Anything left after the top-level value is a fault On Demand does not
     // report by itself.

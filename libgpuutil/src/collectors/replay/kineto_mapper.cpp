@@ -352,24 +352,6 @@ void KinetoMapper::finish_devices() {
     for (const DeviceActivity& a : store_->activities) single = single && a.device == used;
     if (single && devices[0].id != used) devices[0].id = used;
   }
-  uint64_t unknown = 0;
-  int32_t first_unknown = 0;
-  int32_t cached_device = std::numeric_limits<int32_t>::min();
-  bool cached_known = false;
-  for (const DeviceActivity& a : store_->activities) {
-    if (a.device != cached_device) {
-      cached_device = a.device;
-      cached_known = store_->device_info(a.device) != nullptr;
-    }
-    if (!cached_known) {
-      if (unknown == 0) first_unknown = a.device;
-      ++unknown;
-    }
-  }
-  if (unknown > 0) {
-    store_->diagnostics.add(Diag::activity_unknown_device, unknown,
-                            "device " + std::to_string(first_unknown) + " has no deviceProperties entry");
-  }
 }
 
 void KinetoMapper::finish() {

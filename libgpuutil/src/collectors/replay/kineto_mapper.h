@@ -3,10 +3,10 @@
 // Owns the per-import state the mapping needs: the (pid, tid) -> thread
 // index map, thread/process names from metadata events, step-range
 // candidates, and the ROCm flag. consume() is called once per event in file
-// order; finish() completes the store (thread names, device checks, sorting,
-// step windows). Malformed events are counted in the store's diagnostics and
-// skipped; nothing here throws except std::bad_alloc. Internal to the
-// replay collector.
+// order; finish() completes the store (thread names, the ROCm device-id
+// fix, sorting, step windows). Malformed events are counted in the store's
+// diagnostics and skipped; nothing here throws except std::bad_alloc.
+// Internal to the replay collector.
 #pragma once
 
 #include <cstdint>
