@@ -213,7 +213,7 @@ void KinetoMapper::device_event(const RawEvent& e, EventClass cls, int64_t start
   switch (cls) {
     case EventClass::kKernel:
       act.kind = ActivityKind::kKernel;
-      act.is_communication = is_communication_kernel(e.name);
+      act.is_communication = is_communication(act.name, e.name);
       if (a.has_grid) {
         for (int i = 0; i < 3; ++i) act.grid[i] = to_u32_or_zero(a.grid[i]);
       }
@@ -236,6 +236,39 @@ void KinetoMapper::device_event(const RawEvent& e, EventClass cls, int64_t start
   store_->activities.push_back(act);
 }
 
+KinetoMapper::NameFacts& KinetoMapper::facts(NameId id) {
+  if (id >= name_facts_.size()) name_facts_.resize(static_cast<size_t>(id) + 1 + name_facts_.size() / 2);
+  return name_facts_[id];
+}
+
+bool KinetoMapper::is_communication(NameId id, std::string_view name) {
+  NameFacts& f = facts(id);
+  if (!(f.known & 1)) {
+    f.communication = is_communication_kernel(name);
+    f.known |= 1;
+  }
+  return f.communication;
+}
+
+ApiClass KinetoMapper::api_class(NameId id, std::string_view name) {
+  NameFacts& f = facts(id);
+  if (!(f.known & 2)) {
+    f.api = classify_api(name);
+    f.known |= 2;
+  }
+  return f.api;
+}
+
+RangeCategory KinetoMapper::range_category(NameId id, std::string_view name, bool is_op) {
+  NameFacts& f = facts(id);
+  const uint8_t bit = is_op ? 4 : 8;
+  if (!(f.known & bit)) {
+    (is_op ? f.op_category : f.range_category) = classify_range(name, is_op);
+    f.known |= bit;
+  }
+  return is_op ? f.op_category : f.range_category;
+}
+
 void KinetoMapper::api_event(const RawEvent& e, uint32_t thread, int64_t start_ns, int64_t end_ns) {
   HostApiCall call;
   call.start_ns = start_ns;
@@ -245,7 +278,7 @@ void KinetoMapper::api_event(const RawEvent& e, uint32_t thread, int64_t start_n
   if (e.args.correlation.has && e.args.correlation.value > 0) {
     call.correlation_id = static_cast<uint64_t>(e.args.correlation.value);
   }
-  const ApiClass api = classify_api(e.name);
+  const ApiClass api = api_class(call.name, e.name);
   call.kind = api.kind;
   call.sync = api.sync;
   if (starts_with(e.name, "hip")) rocm_ = true;
@@ -259,7 +292,7 @@ void KinetoMapper::range_event(const RawEvent& e, EventClass cls, uint32_t threa
   range.end_ns = end_ns;
   range.name = store_->names.intern(e.name);
   range.thread = thread;
-  range.category = classify_range(e.name, cls == EventClass::kOperator);
+  range.category = range_category(range.name, e.name, cls == EventClass::kOperator);
   if (e.args.has_flops && std::isfinite(e.args.flops) && e.args.flops > 0) range.flops = e.args.flops;
   if (range.category == RangeCategory::kStep) {
     const int64_t step = parse_step_number(e.name);

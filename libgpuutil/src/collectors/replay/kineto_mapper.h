@@ -19,6 +19,7 @@
 #include "collectors/replay/kineto_category.h"
 #include "collectors/replay/kineto_event.h"
 #include "gpuutil/events.h"
+#include "gpuutil/range_classify.h"
 
 namespace gpuutil::replay {
 
@@ -58,7 +59,22 @@ class KinetoMapper {
   void finish_thread_names();
   void finish_devices();
 
+  // Name classification, once per distinct name (kernel names are long and
+  // repeat thousands of times): indexed by NameId.
+  struct NameFacts {
+    uint8_t known = 0;  // bit per fact below
+    bool communication = false;
+    ApiClass api{HostApiKind::kOther, SyncKind::kNone};
+    RangeCategory op_category = RangeCategory::kOp;
+    RangeCategory range_category = RangeCategory::kAnnotation;
+  };
+  NameFacts& facts(NameId id);
+  bool is_communication(NameId id, std::string_view name);
+  ApiClass api_class(NameId id, std::string_view name);
+  RangeCategory range_category(NameId id, std::string_view name, bool is_op);
+
   EventStore* store_;
+  std::vector<NameFacts> name_facts_;
   std::unordered_map<ThreadKey, uint32_t, PairHash> thread_of_;
   ThreadKey last_key_{0, 0};
   uint32_t last_thread_ = UINT32_MAX;
