@@ -1,0 +1,151 @@
+// The C++ session API for a training loop (LibTorch or plain C++), and the
+// live GPU collector it drives.
+//
+//   gpuutil::ProfilerOptions o;
+//   o.session.jsonl_path = "steps.jsonl";
+//   gpuutil::Profiler prof(o);
+//   if (std::string why = prof.start(); !why.empty()) std::cerr << why;  // host-only, still works
+//   for (int64_t i = 0; i < n; ++i) {
+//     gpuutil::StepScope step(prof, i);
+//     train_step();
+//   }
+//   prof.stop();  // also done by the destructor and at exit()
+//
+// Vendor-free header: CUPTI lives behind LiveCollector's implementation.
+//
+// Contract:
+// - Thread-safe: every method may be called from any thread (multi-threaded
+//   launchers); control calls are serialised by one mutex that no collector
+//   callback or drain thread takes.
+// - Each step's report is produced when the next step boundary is reached
+//   (the CUPTI flush for step N completes during step N+1), i.e. within one
+//   step after it ends; stop() reports everything left.
+// - When GPU collection cannot run, start() returns the reason and every
+//   report carries it as the gpu_collection_off diagnostic.
+// - Exit without stop() still flushes and reports the last step (atexit).
+// - After fork() the child does not inherit the session: in the child every
+//   method is a no-op and nothing of the parent's (threads, CUPTI, sink) is
+//   touched, so it cannot deadlock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gpuutil/session.h"
+
+namespace gpuutil {
+
+struct LiveOptions {
+  bool gpu = true;                                 // CUPTI activity collection
+  size_t cupti_buffer_count = 16;                  // preallocated activity buffers
+  size_t cupti_buffer_bytes = size_t(2) << 20;     // bytes per buffer
+  std::vector<std::string> cupti_library_dirs;     // extra dirs to search (the CUPTI wheel)
+  bool cupti_driver_api = false;                   // also record driver API calls
+  bool nvtx = true;                                // NVTX host ranges (libgpuutil_nvtx.so)
+  std::string nvtx_library;                        // "" = $NVTX_INJECTION64_PATH
+};
+
+struct LiveCounters {
+  uint64_t buffers_completed = 0;
+  uint64_t records_dropped = 0;  // reported by CUPTI
+  uint64_t buffers_starved = 0;  // buffer requests the pool could not serve
+  uint64_t buffers_invalid = 0;
+  uint64_t records_decoded = 0;  // filled in once stopped (0 while running)
+  uint64_t events_stored = 0;    // filled in once stopped (0 while running)
+  uint64_t nvtx_ranges = 0;      // NVTX ranges stored
+};
+
+// Live GPU collection feeding one Session. At most one runs per process.
+class LiveCollector {
+ public:
+  LiveCollector(Session& session, LiveOptions options);
+  ~LiveCollector();  // stop()
+  LiveCollector(const LiveCollector&) = delete;
+  LiveCollector& operator=(const LiveCollector&) = delete;
+
+  // "" when GPU activity is collected, else why not (one line, with the fix).
+  // NVTX collection starts too; its own reason is nvtx_off().
+  std::string start();
+  // "" when NVTX ranges are collected, else why not (each step then carries
+  // the nvtx_collection_off diagnostic).
+  std::string nvtx_off() const;
+  bool running() const;
+  // A step boundary at t_ns (control thread): drains NVTX rings, asks the
+  // CUPTI drain thread to flush. Returns the session time up to which device
+  // data is complete (the previous boundary; t_ns when CUPTI is off).
+  int64_t step_boundary(int64_t t_ns);
+  // Flushes and drains everything recorded so far (blocking; not per step).
+  void flush();
+  void stop();  // releases CUPTI (disable, flush, detach); idempotent
+  LiveCounters counters() const;
+  std::string library_path() const;  // the libcupti that was loaded, "" if none
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ProfilerOptions {
+  SessionOptions session;
+  LiveOptions live;
+  size_t keep_reports = 1000;  // take_reports() buffer bound (oldest dropped)
+};
+
+class Profiler {
+ public:
+  explicit Profiler(ProfilerOptions options);
+  ~Profiler();  // stop()
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  // Starts collection. Returns "" when GPU activity is collected, else the
+  // gpu_collection_off reason (the profiler then runs host-only).
+  std::string start();
+  // Stops collection and reports every remaining step. Idempotent.
+  void stop();
+  bool running() const;
+
+  void begin_step(int64_t step);
+  void end_step();
+
+  // Reports produced since the last call (oldest first, at most keep_reports).
+  std::vector<StepOutput> take_reports();
+  std::string gpu_collection_off() const;
+  Session& session() { return *session_; }
+  LiveCollector& collector() { return *live_; }
+
+ private:
+  void deliver_locked(std::vector<StepOutput>&& outs);
+
+  ProfilerOptions options_;
+  mutable std::mutex mu_;
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<LiveCollector> live_;
+  std::vector<StepOutput> reports_;
+  std::string off_reason_;
+  bool running_ = false;
+  int64_t owner_pid_ = 0;
+};
+
+// gpuutil's step range in the "gpuutil" NVTX domain, so steps show up in
+// Nsight Systems. Profiler::begin_step/end_step call these; other step
+// drivers (the Python Profile) may too. Cheap no-ops without an NVTX tool.
+void nvtx_push_step(int64_t step);
+void nvtx_pop_step();
+
+// RAII step: begin_step on construction, end_step on destruction.
+class StepScope {
+ public:
+  StepScope(Profiler& profiler, int64_t step) : profiler_(profiler) { profiler_.begin_step(step); }
+  ~StepScope() { profiler_.end_step(); }
+  StepScope(const StepScope&) = delete;
+  StepScope& operator=(const StepScope&) = delete;
+
+ private:
+  Profiler& profiler_;
+};
+
+}  // namespace gpuutil

@@ -1,0 +1,116 @@
+// Lock-free buffer pool for CUPTI activity buffers (see buffer_pool.h).
+#include "collectors/cupti/buffer_pool.h"
+
+#include <sys/mman.h>
+
+#include <thread>
+
+namespace gpuutil::cupti {
+
+namespace {
+size_t pow2_at_least(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+}  // namespace
+
+IndexRing::IndexRing(size_t capacity) : cells_(new Cell[pow2_at_least(capacity)]), mask_(pow2_at_least(capacity) - 1) {
+  for (size_t i = 0; i <= mask_; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+}
+
+bool IndexRing::push(uint64_t v) {
+  size_t pos = tail_.load(std::memory_order_relaxed);
+  for (;;) {
+    Cell& c = cells_[pos & mask_];
+    const size_t seq = c.seq.load(std::memory_order_acquire);
+    const intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos);
+    if (dif == 0) {
+      if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        c.value = v;
+        c.seq.store(pos + 1, std::memory_order_release);
+        return true;
+      }
+    } else if (dif < 0) {
+      // Either really full, or the cell's previous value is being popped by
+      // a consumer that claimed it and has not released it yet: then wait
+      // for it (a few instructions unless that thread was preempted).
+      if (pos - head_.load(std::memory_order_acquire) > mask_) return false;
+      std::this_thread::yield();
+      pos = tail_.load(std::memory_order_relaxed);
+    } else {
+      pos = tail_.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+bool IndexRing::pop(uint64_t& v) {
+  size_t pos = head_.load(std::memory_order_relaxed);
+  for (;;) {
+    Cell& c = cells_[pos & mask_];
+    const size_t seq = c.seq.load(std::memory_order_acquire);
+    const intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos + 1);
+    if (dif == 0) {
+      if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        v = c.value;
+        c.seq.store(pos + mask_ + 1, std::memory_order_release);
+        return true;
+      }
+    } else if (dif < 0) {
+      return false;  // empty
+    } else {
+      pos = head_.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+BufferPool::BufferPool(size_t count, size_t buffer_bytes)
+    : count_(count), buffer_bytes_((buffer_bytes + 7) & ~size_t(7)), free_(2 * count), completed_(2 * count) {
+  map_bytes_ = count_ * buffer_bytes_;
+  void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;
+  base_ = static_cast<uint8_t*>(p);
+  for (size_t i = 0; i < count_; ++i) free_.push(i);
+}
+
+BufferPool::~BufferPool() {
+  if (base_) munmap(base_, map_bytes_);
+}
+
+int64_t BufferPool::index_of(const uint8_t* buffer) const {
+  if (!base_ || buffer < base_ || buffer >= base_ + map_bytes_) return -1;
+  const size_t off = static_cast<size_t>(buffer - base_);
+  if (off % buffer_bytes_ != 0) return -1;
+  return static_cast<int64_t>(off / buffer_bytes_);
+}
+
+uint8_t* BufferPool::acquire() {
+  uint64_t i;
+  if (!free_.pop(i)) return nullptr;
+  outstanding_.fetch_add(1, std::memory_order_acq_rel);
+  return base_ + i * buffer_bytes_;
+}
+
+bool BufferPool::complete(uint8_t* buffer, size_t valid_bytes) {
+  const int64_t i = index_of(buffer);
+  if (i < 0) return false;
+  if (valid_bytes > buffer_bytes_) valid_bytes = buffer_bytes_;  // never read past the buffer
+  return completed_.push((static_cast<uint64_t>(i) << 32) | static_cast<uint64_t>(valid_bytes));
+}
+
+bool BufferPool::take_completed(uint8_t*& buffer, size_t& valid_bytes) {
+  uint64_t v;
+  if (!completed_.pop(v)) return false;
+  buffer = base_ + (v >> 32) * buffer_bytes_;
+  valid_bytes = static_cast<size_t>(v & 0xffffffffu);
+  return true;
+}
+
+void BufferPool::release(uint8_t* buffer) {
+  const int64_t i = index_of(buffer);
+  if (i < 0) return;
+  free_.push(static_cast<uint64_t>(i));
+  outstanding_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+}  // namespace gpuutil::cupti

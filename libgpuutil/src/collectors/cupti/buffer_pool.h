@@ -1,0 +1,82 @@
+// The preallocated activity-buffer pool CUPTI's callbacks draw from.
+//
+// All buffer memory is one mmap'd block allocated at start(); CUPTI's
+// buffer-requested callback pops a free buffer (never allocates) and the
+// buffer-completed callback pushes (buffer, valid bytes) onto the completed
+// queue (never decodes). Both queues are bounded lock-free MPMC rings
+// (Vyukov) with twice as many cells as buffers; every buffer is in exactly
+// one place (free ring, CUPTI, completed ring, drain thread), so a push never
+// finds the ring full. A push that meets a cell whose previous value is
+// still being popped waits for that pop to finish (a tiny spin on the
+// pool's own ring; no lock is shared with anyone).
+//
+// Contract: acquire()/complete() may be called from any thread, concurrently
+// (CUPTI's threads and the application's threads). take_completed() and
+// release() are called by the single drain thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace gpuutil::cupti {
+
+// Bounded lock-free multi-producer multi-consumer queue of uint64 values.
+// push() returns false only when the ring holds capacity values.
+class IndexRing {
+ public:
+  explicit IndexRing(size_t capacity_pow2);
+  bool push(uint64_t v);
+  bool pop(uint64_t& v);
+
+ private:
+  struct Cell {
+    std::atomic<size_t> seq;
+    uint64_t value;
+  };
+  std::unique_ptr<Cell[]> cells_;
+  size_t mask_;
+  alignas(64) std::atomic<size_t> head_{0};
+  alignas(64) std::atomic<size_t> tail_{0};
+};
+
+class BufferPool {
+ public:
+  // count buffers of buffer_bytes each (buffer_bytes rounded up to 8).
+  BufferPool(size_t count, size_t buffer_bytes);
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  bool ok() const { return base_ != nullptr; }
+  size_t buffer_bytes() const { return buffer_bytes_; }
+  size_t count() const { return count_; }
+
+  // Hot path (CUPTI callbacks): a free buffer, or nullptr when starved.
+  uint8_t* acquire();
+  // Hot path: hands a filled buffer to the drain thread. Returns false when
+  // `buffer` is not one of ours (foreign, NULL, misaligned).
+  bool complete(uint8_t* buffer, size_t valid_bytes);
+
+  // Drain thread: next completed buffer, or false when none.
+  bool take_completed(uint8_t*& buffer, size_t& valid_bytes);
+  // Drain thread: returns a decoded buffer to the free ring.
+  void release(uint8_t* buffer);
+
+  // Buffers currently outside the pool (in CUPTI or queued), for stop().
+  size_t outstanding() const { return outstanding_.load(std::memory_order_acquire); }
+
+ private:
+  int64_t index_of(const uint8_t* buffer) const;
+
+  uint8_t* base_ = nullptr;
+  size_t count_;
+  size_t buffer_bytes_;
+  size_t map_bytes_ = 0;
+  IndexRing free_;
+  IndexRing completed_;  // value = index << 32 | valid bytes (buffers < 4 GiB)
+  std::atomic<size_t> outstanding_{0};
+};
+
+}  // namespace gpuutil::cupti

@@ -1,0 +1,72 @@
+// Turns CUPTI activity records into the plain event model, once, at the edge.
+//
+// Decodes CUpti_ActivityKernel10 (CONCURRENT_KERNEL and KERNEL),
+// CUpti_ActivityMemcpy6, CUpti_ActivityMemset4, CUpti_ActivityAPI (RUNTIME
+// and DRIVER; names via cuptiGetCallbackName, classified by classify_api),
+// and recognises SYNCHRONIZATION, EXTERNAL_CORRELATION and OVERHEAD records
+// (counted, no event: the synchronizing API call already carries the host
+// side of a sync). Anything else is counted as cupti_record_unknown_kind.
+// Records with zero or reversed timestamps are counted
+// (cupti_timestamp_invalid) and skipped. NCCL kernels are marked
+// is_communication by is_communication_kernel().
+//
+// Contract: one decoder per collector, used only by its drain thread. It
+// caches names by CUPTI's name pointer / callback id, so the session lock is
+// taken once per stored event.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "collectors/cupti/cupti_api.h"
+#include "gpuutil/range_classify.h"
+#include "gpuutil/session.h"
+
+namespace gpuutil::cupti {
+
+struct DecodeStats {
+  uint64_t records = 0;  // every record read from buffers
+  uint64_t stored = 0;   // events handed to the session
+  uint64_t activities = 0;
+  uint64_t api_calls = 0;
+  int64_t max_end_ns = 0;  // latest end time of any stored event
+};
+
+class RecordDecoder {
+ public:
+  RecordDecoder(const CuptiApi& api, Session& session, int64_t pid);
+
+  // Decodes every record in buffer[0, valid_bytes).
+  void decode_buffer(uint8_t* buffer, size_t valid_bytes);
+  // Decodes one record (exposed for the decode benchmark).
+  void decode(const CUpti_Activity* record);
+
+  const DecodeStats& stats() const { return stats_; }
+
+ private:
+  struct KernelName {
+    NameId id;
+    bool communication;
+    std::string text;  // to verify a pointer-cache hit (names can be freed)
+  };
+  struct ApiName {
+    NameId id;
+    ApiClass cls;
+  };
+  const KernelName& kernel_name(const char* name);
+  const ApiName& api_name(CUpti_CallbackDomain domain, uint32_t cbid);
+  uint32_t thread(uint32_t tid);
+  bool times_ok(uint64_t start, uint64_t end, const char* what);
+
+  const CuptiApi& api_;
+  Session& session_;
+  int64_t pid_;
+  DecodeStats stats_;
+  std::unordered_map<const char*, KernelName> kernel_names_;
+  std::unordered_map<uint64_t, ApiName> api_names_;
+  std::unordered_map<uint32_t, uint32_t> threads_;
+};
+
+}  // namespace gpuutil::cupti

@@ -1,0 +1,257 @@
+// libgpuutil_nvtx.so: gpuutil's NVTX injection library.
+//
+// NVTX (header-only in every binary: torch, NCCL, user code) dlopens the
+// library named by NVTX_INJECTION64_PATH on its first call and calls
+// InitializeInjectionNvtx2. We overwrite the CORE slots RangePushA,
+// RangePushEx, RangePop and the CORE2 slots DomainCreateA, DomainRangePushEx,
+// DomainRangePop, DomainRegisterStringA with handlers that append one entry
+// to the calling thread's ring (nvtx_abi.h): a tick read, a bounded name
+// copy, one release store. No allocation, no lock, no syscall on this path
+// (a thread's first call claims its ring: one CAS and one gettid).
+// Slots we do not fill (marks, NameOsThread, ...) stay no-ops.
+//
+// Registered strings and domains are interned into fixed tables on first
+// registration (rare: NCCL registers a domain once).
+#include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "collectors/nvtx/nvtx_abi.h"
+#include "nvtx3/nvToolsExt.h"
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+namespace gpuutil::nvtx {
+namespace {
+
+constexpr uint32_t kMaxStrings = 4096;
+
+std::atomic<uint32_t> g_initialized{0};
+std::atomic<uint32_t> g_rings_claimed{0};
+std::atomic<uint64_t> g_threads_without_ring{0};
+std::atomic<uint32_t> g_domains_created{1};  // 0 = default domain
+std::atomic<uint32_t> g_strings{0};
+std::atomic<uint32_t> g_recording{0};  // the collector turns it on
+Ring* g_rings = nullptr;
+char g_domain_names[kMaxDomains][kNameBytes];
+char g_strings_table[kMaxStrings][kNameBytes];
+int g_tsc = 0;
+
+thread_local Ring* t_ring = nullptr;
+thread_local bool t_no_ring = false;
+
+uint64_t mono_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
+}
+
+uint64_t now_ticks() {
+#if defined(__x86_64__)
+  if (g_tsc) return __rdtsc();
+#endif
+  return mono_ns();
+}
+
+bool tsc_invariant() {
+#if defined(__x86_64__)
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) == 0) {
+      return line.find(" constant_tsc") != std::string::npos && line.find(" nonstop_tsc") != std::string::npos;
+    }
+  }
+#endif
+  return false;
+}
+
+void setup_once() {
+  static const bool done = [] {
+    void* p = mmap(nullptr, sizeof(Ring) * kMaxRings, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    g_rings = p == MAP_FAILED ? nullptr : static_cast<Ring*>(p);
+    g_tsc = tsc_invariant() ? 1 : 0;
+    std::memset(g_domain_names, 0, sizeof(g_domain_names));
+    return true;
+  }();
+  (void)done;
+}
+
+Ring* my_ring() {
+  if (t_ring) return t_ring;
+  if (t_no_ring || !g_rings) return nullptr;
+  const uint32_t i = g_rings_claimed.load(std::memory_order_relaxed);
+  uint32_t want = i;
+  while (want < kMaxRings && !g_rings_claimed.compare_exchange_weak(want, want + 1)) {
+  }
+  if (want >= kMaxRings) {
+    t_no_ring = true;
+    g_threads_without_ring.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  Ring* r = &g_rings[want];
+  // CUPTI's API records carry (uint32_t)pthread_self() as threadId; the same
+  // key puts NVTX ranges and CUDA API calls on one thread (docs/clock.md).
+  r->tid = static_cast<uint32_t>(pthread_self());
+  r->os_tid = static_cast<uint64_t>(syscall(SYS_gettid));
+  t_ring = r;
+  return r;
+}
+
+inline void record(uint16_t type, uint16_t domain, const char* name) {
+  if (!g_recording.load(std::memory_order_relaxed)) return;
+  Ring* r = my_ring();
+  if (!r) return;
+  const uint64_t head = r->head.load(std::memory_order_relaxed);
+  if (head - r->tail.load(std::memory_order_acquire) >= kRingEntries) {
+    r->dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Entry& e = r->entries[head & (kRingEntries - 1)];
+  e.ticks = now_ticks();
+  e.type = type;
+  e.domain = domain;
+  if (name) {
+    const size_t n = strnlen(name, kNameBytes - 1);
+    std::memcpy(e.name, name, n);
+    e.name[n] = '\0';
+  } else if (type == kPush) {
+    e.name[0] = '\0';
+  }
+  r->head.store(head + 1, std::memory_order_release);
+}
+
+uint16_t domain_index(nvtxDomainHandle_t d) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(d);
+  return v < kMaxDomains ? static_cast<uint16_t>(v) : 0;
+}
+
+const char* message_of(const nvtxEventAttributes_t* a) {
+  if (!a) return nullptr;
+  switch (a->messageType) {
+    case NVTX_MESSAGE_TYPE_ASCII:
+      return a->message.ascii;
+    case NVTX_MESSAGE_TYPE_REGISTERED: {
+      const uintptr_t v = reinterpret_cast<uintptr_t>(a->message.registered);
+      return (v >= 1 && v <= kMaxStrings) ? g_strings_table[v - 1] : nullptr;
+    }
+    default:
+      return "<non-ascii NVTX message>";
+  }
+}
+
+int NVTX_API push_a(const char* message) {
+  record(kPush, 0, message);
+  return 0;
+}
+int NVTX_API push_ex(const nvtxEventAttributes_t* a) {
+  record(kPush, 0, message_of(a));
+  return 0;
+}
+int NVTX_API pop() {
+  record(kPop, 0, nullptr);
+  return 0;
+}
+int NVTX_API domain_push_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
+  record(kPush, domain_index(d), message_of(a));
+  return 0;
+}
+int NVTX_API domain_pop(nvtxDomainHandle_t d) {
+  record(kPop, domain_index(d), nullptr);
+  return 0;
+}
+
+// Rare calls (once per domain / string): a short scan of fixed tables.
+std::atomic_flag g_table_lock = ATOMIC_FLAG_INIT;
+
+nvtxDomainHandle_t NVTX_API domain_create_a(const char* name) {
+  while (g_table_lock.test_and_set(std::memory_order_acquire)) {
+  }
+  const uint32_t n = g_domains_created.load();
+  uint32_t found = 0;
+  for (uint32_t i = 1; i < n; ++i) {
+    if (std::strncmp(g_domain_names[i], name ? name : "", kNameBytes - 1) == 0) found = i;
+  }
+  if (found == 0 && n < kMaxDomains) {
+    std::strncpy(g_domain_names[n], name ? name : "", kNameBytes - 1);
+    found = n;
+    g_domains_created.store(n + 1, std::memory_order_release);
+  }
+  g_table_lock.clear(std::memory_order_release);
+  return reinterpret_cast<nvtxDomainHandle_t>(static_cast<uintptr_t>(found));
+}
+
+nvtxStringHandle_t NVTX_API register_string_a(nvtxDomainHandle_t, const char* s) {
+  while (g_table_lock.test_and_set(std::memory_order_acquire)) {
+  }
+  const uint32_t n = g_strings.load();
+  uint32_t found = 0;
+  for (uint32_t i = 0; i < n && !found; ++i) {
+    if (std::strncmp(g_strings_table[i], s ? s : "", kNameBytes - 1) == 0) found = i + 1;
+  }
+  if (!found && n < kMaxStrings) {
+    std::strncpy(g_strings_table[n], s ? s : "", kNameBytes - 1);
+    g_strings.store(n + 1, std::memory_order_release);
+    found = n + 1;
+  }
+  g_table_lock.clear(std::memory_order_release);
+  return reinterpret_cast<nvtxStringHandle_t>(static_cast<uintptr_t>(found));
+}
+
+template <typename F>
+void put(NvtxFunctionTable table, unsigned size, unsigned slot, F fn) {
+  if (table && slot < size && table[slot]) *table[slot] = reinterpret_cast<NvtxFunctionPointer>(fn);
+}
+
+Abi g_abi{};
+
+}  // namespace
+}  // namespace gpuutil::nvtx
+
+using namespace gpuutil::nvtx;
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get) {
+  setup_once();
+  if (!get) return 0;
+  const auto* cb = static_cast<const NvtxExportTableCallbacks*>(get(NVTX_ETID_CALLBACKS));
+  if (!cb || !cb->GetModuleFunctionTable) return 0;
+  NvtxFunctionTable core = nullptr, core2 = nullptr;
+  unsigned core_n = 0, core2_n = 0;
+  if (cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &core, &core_n)) {
+    put(core, core_n, NVTX_CBID_CORE_RangePushA, &push_a);
+    put(core, core_n, NVTX_CBID_CORE_RangePushEx, &push_ex);
+    put(core, core_n, NVTX_CBID_CORE_RangePop, &pop);
+  }
+  if (cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &core2, &core2_n)) {
+    put(core2, core2_n, NVTX_CBID_CORE2_DomainCreateA, &domain_create_a);
+    put(core2, core2_n, NVTX_CBID_CORE2_DomainRangePushEx, &domain_push_ex);
+    put(core2, core2_n, NVTX_CBID_CORE2_DomainRangePop, &domain_pop);
+    put(core2, core2_n, NVTX_CBID_CORE2_DomainRegisterStringA, &register_string_a);
+  }
+  g_initialized.fetch_add(1, std::memory_order_acq_rel);
+  return 1;
+}
+
+extern "C" __attribute__((visibility("default"))) const Abi* gpuutil_nvtx_abi() {
+  setup_once();
+  g_abi.version = kAbiVersion;
+  g_abi.initialized = &g_initialized;
+  g_abi.rings_claimed = &g_rings_claimed;
+  g_abi.rings = g_rings;
+  g_abi.threads_without_ring = &g_threads_without_ring;
+  g_abi.domain_names = g_domain_names;
+  g_abi.domains_created = &g_domains_created;
+  g_abi.ticks_are_tsc = g_tsc;
+  g_abi.now_ticks = &now_ticks;
+  g_abi.recording = &g_recording;
+  return &g_abi;
+}

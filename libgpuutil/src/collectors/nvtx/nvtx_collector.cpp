@@ -1,0 +1,182 @@
+// NVTX ring drain -> HostRange (see nvtx_collector.h).
+#include "collectors/nvtx/nvtx_collector.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "gpuutil/clock.h"
+#include "gpuutil/range_classify.h"
+
+namespace gpuutil::nvtx {
+
+namespace {
+// The rings have one consumer: at most one collector drains them.
+std::atomic<bool> g_collector_active{false};
+}  // namespace
+
+NvtxCollector::NvtxCollector(Session& session, NvtxCollectorOptions options)
+    : session_(session), options_(std::move(options)) {}
+
+NvtxCollector::~NvtxCollector() {
+  if (owner_pid_ != 0 && owner_pid_ != getpid()) {
+    new (&drain_) std::thread();  // forked child: the thread is the parent's
+    return;
+  }
+  stop();
+}
+
+std::string NvtxCollector::start() {
+  if (running_) return "";
+  std::string path = options_.library;
+  const char* env = std::getenv("NVTX_INJECTION64_PATH");
+  if (path.empty()) {
+    if (!env || !*env) return "NVTX_INJECTION64_PATH is not set: import gpuutil before the first NVTX call";
+    path = env;
+  } else if (env && *env && path != env) {
+    return std::string("NVTX_INJECTION64_PATH is owned by another tool (") + env +
+           ", e.g. Nsight Systems): gpuutil does not collect NVTX ranges";
+  }
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* err = dlerror();
+    return "cannot load " + path + ": " + (err ? err : "dlopen failed");
+  }
+  auto get = reinterpret_cast<const Abi* (*)()>(dlsym(h, "gpuutil_nvtx_abi"));
+  if (!get) {
+    return "NVTX_INJECTION64_PATH names " + path +
+           ", which is not gpuutil's (another tool such as Nsight Systems owns NVTX injection)";
+  }
+  abi_ = get();
+  if (!abi_ || abi_->version != kAbiVersion) return "libgpuutil_nvtx ABI version mismatch: " + path;
+  if (!abi_->rings) return "libgpuutil_nvtx could not map its rings";
+  bool expected = false;
+  if (!g_collector_active.compare_exchange_strong(expected, true)) {
+    return "another gpuutil NVTX collector is already active in this process";
+  }
+  owner_pid_ = getpid();
+  tick0_ = abi_->now_ticks();
+  ns0_ = session_now_ns();
+  ns_per_tick_ = abi_->ticks_are_tsc ? 0.0 : 1.0;
+  // Skip whatever was recorded before this session.
+  const uint32_t n = abi_->rings_claimed->load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n; ++i) {
+    Ring& r = abi_->rings[i];
+    r.tail.store(r.head.load(std::memory_order_acquire), std::memory_order_release);
+  }
+  threads_.assign(kMaxRings, ThreadState{});
+  for (uint32_t i = 0; i < kMaxRings; ++i) {
+    threads_[i].dropped_seen = i < n ? abi_->rings[i].dropped.load() : 0;
+  }
+  without_ring_seen_ = abi_->threads_without_ring->load();
+  abi_->recording->store(1, std::memory_order_release);
+  quit_ = false;
+  running_ = true;
+  drain_ = std::thread([this] {
+    while (!quit_.load(std::memory_order_acquire)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(options_.drain_poll_ms));
+      std::lock_guard<std::mutex> lock(drain_mu_);
+      drain_locked();
+    }
+  });
+  return "";
+}
+
+void NvtxCollector::calibrate() {
+  if (!abi_->ticks_are_tsc) return;
+  const uint64_t t = abi_->now_ticks();
+  const int64_t n = session_now_ns();
+  if (t > tick0_ && n > ns0_ + 100'000) ns_per_tick_ = double(n - ns0_) / double(t - tick0_);
+}
+
+int64_t NvtxCollector::to_ns(uint64_t ticks) const {
+  if (!abi_->ticks_are_tsc) return static_cast<int64_t>(ticks);
+  return ns0_ + static_cast<int64_t>((static_cast<double>(static_cast<int64_t>(ticks - tick0_))) * ns_per_tick_);
+}
+
+void NvtxCollector::drain_locked() {
+  if (!abi_) return;
+  calibrate();
+  if (abi_->ticks_are_tsc && ns_per_tick_ == 0.0) {
+    // Not enough baseline for the tick rate yet: wait >= 0.1 ms, then fit.
+    const int64_t until = ns0_ + 200'000;
+    while (session_now_ns() < until) {
+    }
+    calibrate();
+  }
+  const uint32_t n = abi_->rings_claimed->load(std::memory_order_acquire);
+  const int64_t pid = getpid();
+  for (uint32_t i = 0; i < n && i < kMaxRings; ++i) {
+    Ring& r = abi_->rings[i];
+    ThreadState& ts = threads_[i];
+    const uint64_t head = r.head.load(std::memory_order_acquire);
+    uint64_t tail = r.tail.load(std::memory_order_relaxed);
+    if (tail != head && !ts.known) {
+      ts.thread = session_.thread_index(pid, static_cast<int64_t>(r.tid));
+      ts.known = true;
+    }
+    for (; tail != head; ++tail) {
+      const Entry& e = r.entries[tail & (kRingEntries - 1)];
+      auto& stack = ts.stacks[e.domain];
+      if (e.type == kPush) {
+        Open o;
+        o.ticks = e.ticks;
+        std::memcpy(o.name, e.name, kNameBytes);
+        o.name[kNameBytes - 1] = '\0';
+        stack.push_back(o);
+        continue;
+      }
+      if (stack.empty()) continue;  // pop without push (began before the session)
+      const Open o = stack.back();
+      stack.pop_back();
+      const char* domain = e.domain < kMaxDomains ? abi_->domain_names[e.domain] : "";
+      if (std::strcmp(domain, "gpuutil") == 0) continue;  // our own step ranges
+      HostRange h;
+      h.start_ns = to_ns(o.ticks);
+      h.end_ns = std::max(h.start_ns, to_ns(e.ticks));
+      h.name = session_.intern(o.name);
+      h.thread = ts.thread;
+      h.category = std::strcmp(domain, "NCCL") == 0 ? RangeCategory::kCollective : classify_range(o.name, false);
+      session_.add_range(h);
+      ranges_stored_.fetch_add(1, std::memory_order_relaxed);
+    }
+    r.tail.store(tail, std::memory_order_release);
+    const uint64_t dropped = r.dropped.load(std::memory_order_relaxed);
+    if (dropped > ts.dropped_seen) {
+      session_.count(Diag::nvtx_records_dropped, dropped - ts.dropped_seen, "NVTX ring full");
+      ts.dropped_seen = dropped;
+    }
+  }
+  const uint64_t without = abi_->threads_without_ring->load();
+  if (without > without_ring_seen_) {
+    session_.count(Diag::nvtx_records_dropped, without - without_ring_seen_, "more threads than NVTX rings");
+    without_ring_seen_ = without;
+  }
+}
+
+void NvtxCollector::drain_now() {
+  if (!running_ || owner_pid_ != getpid()) return;
+  std::lock_guard<std::mutex> lock(drain_mu_);
+  drain_locked();
+}
+
+void NvtxCollector::stop() {
+  if (!running_) return;
+  running_ = false;
+  if (owner_pid_ != getpid()) {
+    new (&drain_) std::thread();
+    return;
+  }
+  abi_->recording->store(0, std::memory_order_release);
+  quit_ = true;
+  drain_.join();
+  std::lock_guard<std::mutex> lock(drain_mu_);
+  drain_locked();
+  threads_.clear();
+  g_collector_active.store(false);
+}
+
+}  // namespace gpuutil::nvtx

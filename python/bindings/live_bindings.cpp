@@ -1,0 +1,77 @@
+// Python bindings for live collection (gpuutil::LiveCollector: CUPTI and NVTX).
+//
+// Used by python/gpuutil/_live.py. Every call is a control-path call (start,
+// a step boundary, stop); the collector's hot path (CUPTI callbacks, the
+// drain thread) never touches Python or the GIL. The GIL is released around
+// calls that may wait on the drain thread.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "gpuutil/profiler.h"
+#include "gpuutil/session.h"
+
+namespace py = pybind11;
+
+void bind_live(py::module_& m) {
+  m.def("nvtx_push_step", &gpuutil::nvtx_push_step, py::arg("step"),
+        "Pushes 'gpuutil.step#N' in the 'gpuutil' NVTX domain (visible in Nsight Systems; a no-op without an NVTX "
+        "tool; gpuutil's own collector skips the domain).");
+  m.def("nvtx_pop_step", &gpuutil::nvtx_pop_step, "Pops the range pushed by nvtx_push_step.");
+  py::class_<gpuutil::LiveCollector>(m, "LiveCollector")
+      .def(py::init([](gpuutil::Session& session, size_t buffer_count, size_t buffer_bytes,
+                       std::vector<std::string> library_dirs, bool driver_api, bool gpu, bool nvtx,
+                       std::string nvtx_library) {
+             gpuutil::LiveOptions o;
+             o.gpu = gpu;
+             o.nvtx = nvtx;
+             o.nvtx_library = std::move(nvtx_library);
+             o.cupti_buffer_count = buffer_count;
+             o.cupti_buffer_bytes = buffer_bytes;
+             o.cupti_library_dirs = std::move(library_dirs);
+             o.cupti_driver_api = driver_api;
+             return std::make_unique<gpuutil::LiveCollector>(session, std::move(o));
+           }),
+           py::arg("session"), py::arg("buffer_count") = 16, py::arg("buffer_bytes") = size_t(2) << 20,
+           py::arg("library_dirs") = std::vector<std::string>{}, py::arg("driver_api") = false,
+           py::arg("gpu") = true, py::arg("nvtx") = false, py::arg("nvtx_library") = "", py::keep_alive<1, 2>())
+      .def(
+          "start",
+          [](gpuutil::LiveCollector& c) {
+            py::gil_scoped_release release;
+            return c.start();
+          },
+          "Starts collection. Returns '' when GPU (CUPTI) activity is collected, else why not (one line);\n"
+          "NVTX collection (nvtx=True) starts too, with its own reason in nvtx_off.")
+      .def_property_readonly("nvtx_off", &gpuutil::LiveCollector::nvtx_off)
+      .def(
+          "step_boundary",
+          [](gpuutil::LiveCollector& c, int64_t t_ns) {
+            py::gil_scoped_release release;
+            return c.step_boundary(t_ns);
+          },
+          py::arg("t_ns"), "A step boundary; returns the time up to which device data is complete.")
+      .def(
+          "stop",
+          [](gpuutil::LiveCollector& c) {
+            py::gil_scoped_release release;
+            c.stop();
+          },
+          "Disables CUPTI activity kinds, flushes, drains and detaches.")
+      .def_property_readonly("running", &gpuutil::LiveCollector::running)
+      .def_property_readonly("library_path", &gpuutil::LiveCollector::library_path)
+      .def("counters", [](const gpuutil::LiveCollector& c) {
+        const gpuutil::LiveCounters k = c.counters();
+        py::dict d;
+        d["buffers_completed"] = k.buffers_completed;
+        d["records_dropped"] = k.records_dropped;
+        d["buffers_starved"] = k.buffers_starved;
+        d["buffers_invalid"] = k.buffers_invalid;
+        d["records_decoded"] = k.records_decoded;
+        d["events_stored"] = k.events_stored;
+        d["nvtx_ranges"] = k.nvtx_ranges;
+        return d;
+      });
+}

@@ -1,0 +1,134 @@
+"""Live collection for ``gpuutil.profile()``: CUPTI activity records and NVTX ranges.
+
+Registers a collector factory with :func:`gpuutil.register_collector`. The
+collector starts the C++ CUPTI collector (``gpuutil._core.LiveCollector``),
+which loads libcupti at run time. When it cannot run (no driver or GPU, a
+CUPTI version mismatch, another CUPTI client such as torch.profiler or
+Nsight Systems, insufficient privileges, no libcupti), ``start`` returns the
+reason and every step report carries it as the ``gpu_collection_off``
+diagnostic; the session continues host-only.
+
+The nvidia-cuda-cupti wheel directories are found here, on ``sys.path``, and
+passed to C++ as candidates (C++ first reuses a libcupti already loaded, for
+example by torch; ``GPUUTIL_CUPTI_LIBRARY`` overrides everything).
+Set ``GPUUTIL_CUPTI=off`` to skip GPU collection.
+
+NVTX: importing this module points ``NVTX_INJECTION64_PATH`` at the
+packaged ``libgpuutil_nvtx.so`` unless another tool (Nsight Systems) already
+set it; NVTX reads the variable on each binary's first NVTX call, so
+``import gpuutil`` must come before the first ``torch.cuda.nvtx`` call. The
+NVTX collector never turns GPU collection off: when it cannot run, each
+report carries the ``nvtx_collection_off`` diagnostic with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, List, Optional
+
+from gpuutil import _core
+from gpuutil._profile import register_collector
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuutil._profile import Profile
+
+#: The packaged NVTX injection library.
+NVTX_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libgpuutil_nvtx.so")
+
+
+def _claim_nvtx_injection() -> None:
+    """Sets NVTX_INJECTION64_PATH to our library if no other tool owns it."""
+    if not os.path.exists(NVTX_LIBRARY):
+        return
+    if not os.environ.get("NVTX_INJECTION64_PATH"):
+        os.environ["NVTX_INJECTION64_PATH"] = NVTX_LIBRARY
+
+
+_claim_nvtx_injection()
+
+#: Where the CUPTI wheels put libcupti, relative to a sys.path entry.
+_WHEEL_LIB_DIRS = ("nvidia/cu13/lib", "nvidia/cuda_cupti/lib")
+
+
+def cupti_wheel_dirs() -> List[str]:
+    """Directories on sys.path that hold a CUPTI wheel's libcupti."""
+    found = []
+    for entry in sys.path:
+        for rel in _WHEEL_LIB_DIRS:
+            d = os.path.join(entry or ".", rel)
+            if os.path.isdir(d) and d not in found:
+                found.append(d)
+    return found
+
+
+class CuptiCollector:
+    """The Collector protocol (gpuutil._profile.Collector) over CUPTI."""
+
+    name = "cupti"
+    collects_gpu = True
+
+    def __init__(self, prof: "Profile") -> None:
+        self._live = _core.LiveCollector(prof._session, library_dirs=cupti_wheel_dirs())
+        self._complete_until: Optional[int] = None
+
+    def start(self, prof: "Profile") -> Optional[str]:
+        if os.environ.get("GPUUTIL_CUPTI", "").lower() in ("0", "off", "false", "no"):
+            return "CUPTI: disabled by GPUUTIL_CUPTI=off"
+        why = self._live.start()
+        return why or None
+
+    def on_step_end(self, prof: "Profile") -> None:
+        self._complete_until = self._live.step_boundary(_core.now_ns())
+
+    def complete_until_ns(self) -> Optional[int]:
+        return self._complete_until
+
+    def stop(self, prof: "Profile") -> None:
+        self._live.stop()
+        self._complete_until = None
+
+    def counters(self) -> dict:
+        return self._live.counters()
+
+
+class NvtxCollector:
+    """The Collector protocol over gpuutil's NVTX injection (host ranges)."""
+
+    name = "nvtx"
+    collects_gpu = False
+
+    def __init__(self, prof: "Profile") -> None:
+        self._live = _core.LiveCollector(prof._session, gpu=False, nvtx=True, nvtx_library=NVTX_LIBRARY)
+
+    def start(self, prof: "Profile") -> Optional[str]:
+        self._live.start()  # never fails the profile: the reason is nvtx_off, counted per step
+        return None
+
+    @property
+    def off_reason(self) -> str:
+        return self._live.nvtx_off
+
+    def on_step_end(self, prof: "Profile") -> None:
+        self._live.step_boundary(_core.now_ns())
+
+    def complete_until_ns(self) -> Optional[int]:
+        return None
+
+    def stop(self, prof: "Profile") -> None:
+        self._live.stop()
+
+    def counters(self) -> dict:
+        return self._live.counters()
+
+
+def _factory(prof: "Profile") -> Optional[CuptiCollector]:
+    return CuptiCollector(prof)
+
+
+def _nvtx_factory(prof: "Profile") -> Optional[NvtxCollector]:
+    return NvtxCollector(prof)
+
+
+register_collector(_factory)
+register_collector(_nvtx_factory)

@@ -1,0 +1,152 @@
+// NVTX host ranges in-process: libgpuutil_nvtx.so injected through
+// NVTX_INJECTION64_PATH (set before this binary's first NVTX call), drained
+// into the session, on the same clock and thread as CUPTI's API records
+// (fake CUPTI), so a planted NVTX dataloader range is attributed.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <thread>
+
+#include "fake_cupti_client.h"
+#include "gpuutil/clock.h"
+#include "gpuutil/profiler.h"
+#include "nvtx3/nvToolsExt.h"
+
+namespace gpuutil {
+namespace {
+
+// Before main(): NVTX reads the variable on the binary's first NVTX call.
+const bool kInjected = [] {
+  setenv("NVTX_INJECTION64_PATH", GPUUTIL_NVTX_LIBRARY, 1);
+  return true;
+}();
+
+LiveOptions nvtx_only() {
+  LiveOptions o;
+  o.gpu = false;
+  o.nvtx = true;
+  return o;
+}
+
+TEST(NvtxInjection, PushPopRangesReachTheSessionWithCategoriesAndDomains) {
+  ASSERT_TRUE(kInjected);
+  Session s(SessionOptions{});
+  LiveCollector live(s, nvtx_only());
+  live.start();
+  ASSERT_EQ(live.nvtx_off(), "");
+  const int64_t t0 = session_now_ns();
+  s.begin_step(0, t0);
+  nvtxRangePushA("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  nvtxRangePushA("aten::mm");
+  nvtxRangePop();
+  nvtxRangePop();
+  nvtxDomainHandle_t nccl = nvtxDomainCreateA("NCCL");
+  nvtxEventAttributes_t a{};
+  a.version = NVTX_VERSION;
+  a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  a.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+  a.message.registered = nvtxDomainRegisterStringA(nccl, "ncclAllReduce");
+  nvtxDomainRangePushEx(nccl, &a);
+  nvtxDomainRangePop(nccl);
+  std::thread other([] {
+    nvtxRangePushA("worker");
+    nvtxRangePop();
+  });
+  other.join();
+  live.flush();
+  s.end_step(session_now_ns());
+  live.stop();
+  EXPECT_EQ(live.counters().nvtx_ranges, 4u);
+  const auto out = s.finish(INT64_MAX / 2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_records_dropped), 0u);
+}
+
+TEST(NvtxInjection, GpuutilDomainStepRangesAreSkippedByOurOwnCollector) {
+  ProfilerOptions o;
+  o.live = nvtx_only();
+  Profiler p(o);
+  p.start();
+  ASSERT_EQ(p.collector().nvtx_off(), "");
+  for (int i = 0; i < 3; ++i) StepScope step(p, i);  // pushes/pops gpuutil.step#i
+  p.stop();
+  EXPECT_EQ(p.collector().counters().nvtx_ranges, 0u);
+  EXPECT_EQ(p.take_reports().size(), 3u);
+}
+
+TEST(NvtxInjection, NvtxDataloaderRangeIsAttributedAgainstFakeCuptiKernels) {
+  testing::FakeCupti& fake = testing::FakeCupti::get();
+  fake.reset(nullptr);
+  Session s(SessionOptions{});
+  LiveOptions lo;
+  lo.cupti_buffer_count = 4;
+  lo.cupti_buffer_bytes = 64 << 10;
+  LiveCollector live(s, lo);
+  ASSERT_EQ(live.start(), "");
+  ASSERT_EQ(live.nvtx_off(), "");
+  const int64_t t0 = session_now_ns();
+  s.begin_step(0, t0);
+  // Host timestamps around each NVTX call bracket where the range must land
+  // on the session clock (this VM can preempt us for milliseconds).
+  const int64_t before_push = session_now_ns();
+  nvtxRangePushA("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  const int64_t after_push = session_now_ns();
+  while (session_now_ns() < after_push + 5'000'000) {
+  }
+  const int64_t before_pop = session_now_ns();
+  nvtxRangePop();
+  const int64_t after_pop = session_now_ns();
+  fake.launch("gemm", 7, 1'000'000, 20'000);  // on this thread, like cudaLaunchKernel
+  const int64_t end = session_now_ns() + 2'000'000;
+  while (session_now_ns() < end) {
+  }
+  live.flush();
+  s.end_step(end);
+  live.stop();
+  const auto out = s.finish(INT64_MAX / 2);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].report.steps[0].devices.size(), 1u) << out[0].json;
+  const auto& d = out[0].report.steps[0].devices[0];
+  const int64_t dl = d.breakdown.idle_ns[static_cast<size_t>(IdleCause::kDataloader)];
+  constexpr int64_t kClockFitNs = 20'000;  // tick->ns fit error allowed
+  EXPECT_GE(dl, before_pop - after_push - kClockFitNs) << out[0].json;
+  EXPECT_LE(dl, after_pop - before_push + kClockFitNs) << out[0].json;
+  EXPECT_EQ(d.breakdown.compute_ns, 1'000'000);
+}
+
+TEST(NvtxInjection, ForeignInjectionLibraryDegradesAndSaysSo) {
+  Session s(SessionOptions{});
+  LiveOptions o = nvtx_only();
+  o.nvtx_library = "/opt/nvidia/nsight-systems/libToolsInjection64.so";
+  LiveCollector live(s, o);
+  live.start();
+  EXPECT_NE(live.nvtx_off().find("owned by another tool"), std::string::npos) << live.nvtx_off();
+  s.begin_step(0, 0);
+  live.step_boundary(10);
+  s.end_step(10);
+  const auto out = s.finish(10);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_collection_off), 1u);
+}
+
+}  // namespace
+}  // namespace gpuutil
+
+namespace gpuutil {
+namespace {
+
+TEST(NvtxInjection, ASecondCollectorIsRefusedWhileOneDrainsTheRings) {
+  Session s1(SessionOptions{}), s2(SessionOptions{});
+  LiveCollector a(s1, nvtx_only()), b(s2, nvtx_only());
+  a.start();
+  ASSERT_EQ(a.nvtx_off(), "");
+  b.start();
+  EXPECT_NE(b.nvtx_off().find("already active"), std::string::npos) << b.nvtx_off();
+  a.stop();
+  LiveCollector c(s2, nvtx_only());
+  c.start();
+  EXPECT_EQ(c.nvtx_off(), "");  // released by stop()
+}
+
+}  // namespace
+}  // namespace gpuutil
