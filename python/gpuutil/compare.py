@@ -1,0 +1,246 @@
+"""The regression gate: compare two runs metric by metric (``gpuutil compare``).
+
+A run is loaded from a gpuutil.report/1 JSON document (``gpuutil analyze
+--json``), a JSON Lines file of such reports (``gpuutil.profile(output=
+"steps.jsonl")``, one report per line), or a PyTorch profiler / Kineto trace
+(analysed on the fly). Both runs are reduced to the same layer, the run
+level, by the same code (:func:`run_metrics`): every step and device entry
+of the run is pooled, so a report and a JSONL file of the same run give the
+same numbers.
+
+Metrics and their direction (which way is worse) are in :data:`METRICS`.
+Time metrics (``*_ms``) regress by their relative change in percent; ratio
+metrics (``*_pct``) regress by their change in percentage points, so a
+0% -> 3% idle share is a 3-point regression rather than an infinite one.
+A metric regresses when it moves the worse way by more than the threshold.
+Pure functions (no I/O) except :func:`load_run`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "unattributed")
+
+#: metric -> (direction, unit, description). direction +1: higher is worse
+#: (times, idle shares); -1: lower is worse (busy share, MFU, efficiency).
+METRICS: Dict[str, tuple] = {
+    "step_wall_p50_ms": (+1, "ms", "median step wall time"),
+    "step_wall_mean_ms": (+1, "ms", "mean step wall time"),
+    "step_wall_p95_ms": (+1, "ms", "95th percentile step wall time"),
+    "busy_pct": (-1, "pct", "device busy share of step wall (all devices pooled)"),
+    "compute_pct": (-1, "pct", "compute share of step wall"),
+    "communication_pct": (+1, "pct", "exposed (not overlapped) communication share"),
+    "memory_pct": (+1, "pct", "memcpy/memset-only share"),
+    "idle_pct": (+1, "pct", "idle share of step wall"),
+    **{f"idle_{c}_pct": (+1, "pct", f"idle share caused by {c}") for c in IDLE_CAUSES},
+    "mfu_pct": (-1, "pct", "model FLOP/s utilisation"),
+    "sm_efficiency_pct": (-1, "pct", "estimated SM efficiency (kernel-time weighted)"),
+    "achieved_occupancy_pct": (-1, "pct", "estimated achieved occupancy"),
+}
+
+#: Metrics gated when ``--metric`` is not given.
+DEFAULT_GATED = ("step_wall_p50_ms",)
+
+
+class RunError(ValueError):
+    """An input cannot be read as a run (missing, not JSON, not a report or trace)."""
+
+
+@dataclass
+class MetricDiff:
+    metric: str
+    base: Optional[float]
+    current: Optional[float]
+    change: Optional[float]  # relative % for time metrics, points for pct metrics
+    gated: bool
+    regressed: bool
+
+
+def _reports_from_text(path: str, text: str) -> List[Dict[str, Any]]:
+    stripped = text.strip()
+    if not stripped:
+        raise RunError(f"cannot read {path}: empty file")
+    try:
+        doc = json.loads(stripped)
+    except json.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict):
+        return [doc]
+    reports = []
+    for n, line in enumerate(stripped.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise RunError(f"cannot read {path}: line {n} is not JSON ({e.msg})") from None
+        if not isinstance(rec, dict):
+            raise RunError(f"cannot read {path}: line {n} is not a JSON object")
+        reports.append(rec)
+    return reports
+
+
+def load_run(path: str) -> List[Dict[str, Any]]:
+    """The gpuutil reports of one run: a report JSON, a reports JSONL, or a trace."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(2)
+    except OSError as e:
+        raise RunError(f"cannot read {path}: {e.strerror or e}") from None
+    if head == b"\x1f\x8b":  # gzip: a compressed Kineto trace
+        return [_analyze_trace(path)]
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    reports = _reports_from_text(path, text)
+    if len(reports) == 1 and "traceEvents" in reports[0]:
+        return [_analyze_trace(path)]
+    for r in reports:
+        if not str(r.get("schema", "")).startswith("gpuutil.report/") or not isinstance(r.get("steps"), list):
+            raise RunError(f"cannot read {path}: not a gpuutil report (no 'schema: gpuutil.report/N' with steps)")
+    return reports
+
+
+def _analyze_trace(path: str) -> Dict[str, Any]:
+    from gpuutil import _api
+
+    try:
+        return _api.analyze(path)
+    except _api.TraceError as e:
+        raise RunError(str(e)) from None
+
+
+def _percentile(sorted_values: Sequence[float], q: float) -> float:
+    # nearest-rank on the lower side, as the C++ summary's p50
+    idx = max(0, min(len(sorted_values) - 1, int(math.ceil(q * len(sorted_values))) - 1))
+    return sorted_values[idx]
+
+
+def run_metrics(reports: Iterable[Dict[str, Any]]) -> Dict[str, Optional[float]]:
+    """Run-level metrics of a run (every metric in METRICS; None when undefined)."""
+    walls: List[float] = []
+    seen_steps = set()
+    wall = 0.0
+    sums = {k: 0.0 for k in ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))}
+    busy = 0.0
+    flops = 0.0
+    peak_time = 0.0  # sum(wall_s * peak) over entries with flops and peak
+    sm_num = sm_den = occ_num = occ_den = 0.0
+    for rep in reports:
+        for step in rep.get("steps", []):
+            key = (step.get("step"), step.get("start_ns"))
+            if key not in seen_steps:
+                seen_steps.add(key)
+                walls.append(float(step["wall_ns"]))
+            for d in step.get("devices", []):
+                w = float(d.get("wall_ns", 0))
+                wall += w
+                b = d.get("breakdown_ns", {})
+                for k in sums:
+                    sums[k] += float(b.get(k, 0))
+                busy += float(d.get("busy_ns", 0))
+                if d.get("flops") is not None and d.get("peak_flops_per_s"):
+                    flops += float(d["flops"])
+                    peak_time += w * 1e-9 * float(d["peak_flops_per_s"])
+                if d.get("sm_efficiency_est") is not None:
+                    sm_num += float(d["sm_efficiency_est"]) * w
+                    sm_den += w
+                if d.get("achieved_occupancy_est") is not None:
+                    occ_num += float(d["achieved_occupancy_est"]) * w
+                    occ_den += w
+    out: Dict[str, Optional[float]] = {m: None for m in METRICS}
+    if walls:
+        s = sorted(walls)
+        out["step_wall_p50_ms"] = _percentile(s, 0.5) / 1e6
+        out["step_wall_p95_ms"] = _percentile(s, 0.95) / 1e6
+        out["step_wall_mean_ms"] = statistics.fmean(s) / 1e6
+    if wall > 0:
+        out["busy_pct"] = 100.0 * busy / wall
+        out["compute_pct"] = 100.0 * sums["compute"] / wall
+        out["communication_pct"] = 100.0 * sums["communication"] / wall
+        out["memory_pct"] = 100.0 * sums["memory"] / wall
+        out["idle_pct"] = 100.0 * sum(sums["idle_" + c] for c in IDLE_CAUSES) / wall
+        for c in IDLE_CAUSES:
+            out[f"idle_{c}_pct"] = 100.0 * sums["idle_" + c] / wall
+    if peak_time > 0:
+        out["mfu_pct"] = 100.0 * flops / peak_time
+    if sm_den > 0:
+        out["sm_efficiency_pct"] = 100.0 * sm_num / sm_den
+    if occ_den > 0:
+        out["achieved_occupancy_pct"] = 100.0 * occ_num / occ_den
+    return out
+
+
+def diff_metrics(
+    base: Dict[str, Optional[float]],
+    current: Dict[str, Optional[float]],
+    gated: Sequence[str],
+    max_regression_pct: float,
+) -> List[MetricDiff]:
+    """One MetricDiff per metric, regression flags set on the gated ones."""
+    out = []
+    for m, (direction, unit, _) in METRICS.items():
+        b, c = base.get(m), current.get(m)
+        change: Optional[float] = None
+        if b is not None and c is not None:
+            if unit == "pct":
+                change = c - b
+            elif b > 0:
+                change = 100.0 * (c - b) / b
+        is_gated = m in gated
+        regressed = bool(is_gated and change is not None and direction * change > max_regression_pct)
+        out.append(MetricDiff(m, b, c, change, is_gated, regressed))
+    return out
+
+
+def _fmt(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def render_diff(diffs: Sequence[MetricDiff], max_regression_pct: float) -> str:
+    """The diff table, then one verdict line."""
+    rows = []
+    for d in diffs:
+        unit = METRICS[d.metric][1]
+        if d.change is None:
+            change = "-"
+        else:
+            change = f"{d.change:+.2f}{'%' if unit == 'ms' else ' pt'}"
+        status = "REGRESSION" if d.regressed else ("ok" if d.gated and d.change is not None else "")
+        if d.gated and d.change is None:
+            status = "n/a"
+        rows.append([d.metric, _fmt(d.base), _fmt(d.current), change, "yes" if d.gated else "", status])
+    headers = ["metric", "base", "current", "change", "gated", "status"]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+
+    def fmt(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(widths[i]) if i in (0, 4, 5) else c.rjust(widths[i])
+                         for i, c in enumerate(cells)).rstrip()
+
+    lines = [fmt(headers), "  ".join("-" * w for w in widths), *(fmt(r) for r in rows)]
+    bad = [d.metric for d in diffs if d.regressed]
+    if bad:
+        lines.append(f"FAIL: {', '.join(bad)} regressed by more than {max_regression_pct:g}")
+    else:
+        lines.append(f"PASS: no gated metric regressed by more than {max_regression_pct:g}")
+    return "\n".join(lines) + "\n"
+
+
+def diffs_to_json(diffs: Sequence[MetricDiff], max_regression_pct: float) -> Dict[str, Any]:
+    return {
+        "max_regression": max_regression_pct,
+        "regressed": [d.metric for d in diffs if d.regressed],
+        "metrics": [
+            {"metric": d.metric, "base": d.base, "current": d.current, "change": d.change,
+             "change_unit": "percent" if METRICS[d.metric][1] == "ms" else "points",
+             "gated": d.gated, "regressed": d.regressed}
+            for d in diffs
+        ],
+    }

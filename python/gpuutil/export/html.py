@@ -1,0 +1,212 @@
+"""A self-contained HTML report with plots (``gpuutil export html``).
+
+One HTML file, no scripts, no network: the plots are inline SVG drawn here.
+For each (rank, device), up to :data:`MAX_DEVICES`:
+
+- a per-step stacked breakdown: compute, communication, memory and each
+  idle cause as a share of the step's wall time (the bars reach 100%
+  because the breakdown is exact);
+- utilisation over steps: busy %, estimated SM efficiency, MFU and, when
+  counters were sampled, NVML utilization.gpu.
+
+Then the findings (the top one leads the page), the run summary and the
+diagnostics. Colours are fixed per bucket (:data:`COLORS`) so a reader and
+a test can tell them apart. Pure function from report dicts to text.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "unattributed")
+BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
+COLORS: Dict[str, str] = {
+    "compute": "#2e7d32",
+    "communication": "#1565c0",
+    "memory": "#6a1b9a",
+    "idle_dataloader": "#ef6c00",
+    "idle_host_sync": "#c62828",
+    "idle_collective": "#00838f",
+    "idle_launch": "#f9a825",
+    "idle_host": "#8d6e63",
+    "idle_unattributed": "#9e9e9e",
+}
+LINE_COLORS: Dict[str, str] = {
+    "busy %": "#000000",
+    "SM efficiency est %": "#d81b60",
+    "MFU %": "#1e88e5",
+    "NVML utilization %": "#43a047",
+}
+MAX_DEVICES = 8
+_W, _H, _PAD_L, _PAD_B, _PAD_T = 880, 260, 48, 28, 10
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _device_series(reports: Sequence[Dict[str, Any]]) -> Dict[Tuple[int, int], List[Dict[str, Any]]]:
+    out: Dict[Tuple[int, int], List[Dict[str, Any]]] = {}
+    for rep in reports:
+        for step in rep.get("steps", []):
+            for d in step.get("devices", []):
+                out.setdefault((int(d.get("rank", 0)), int(d.get("device", 0))), []).append(
+                    dict(d, _step=step.get("step")))
+    return out
+
+
+def _axes(y_label: str) -> List[str]:
+    parts = []
+    plot_h = _H - _PAD_B - _PAD_T
+    for pct in (0, 25, 50, 75, 100):
+        y = _PAD_T + plot_h * (1 - pct / 100)
+        parts.append(f'<line x1="{_PAD_L}" y1="{y:.1f}" x2="{_W}" y2="{y:.1f}" stroke="#e0e0e0"/>')
+        parts.append(f'<text x="{_PAD_L - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end">{pct}%</text>')
+    parts.append(f'<text x="12" y="{_PAD_T + plot_h / 2:.1f}" font-size="11" '
+                 f'transform="rotate(-90 12 {_PAD_T + plot_h / 2:.1f})" text-anchor="middle">{_e(y_label)}</text>')
+    return parts
+
+
+def stacked_breakdown_svg(entries: Sequence[Dict[str, Any]]) -> str:
+    """SVG of the per-step stacked breakdown (share of wall per bucket)."""
+    n = max(1, len(entries))
+    plot_w = _W - _PAD_L
+    plot_h = _H - _PAD_B - _PAD_T
+    bw = plot_w / n
+    gap = min(2.0, bw * 0.15)
+    parts = [f'<svg class="breakdown" xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
+             f'viewBox="0 0 {_W} {_H}" role="img" aria-label="per-step breakdown">']
+    parts.extend(_axes("share of step wall"))
+    for i, d in enumerate(entries):
+        wall = d.get("wall_ns") or 0
+        if wall <= 0:
+            continue
+        x = _PAD_L + i * bw
+        y = float(_PAD_T + plot_h)
+        for b in BUCKETS:
+            ns = d.get("breakdown_ns", {}).get(b, 0)
+            if ns <= 0:
+                continue
+            h = plot_h * ns / wall
+            y -= h
+            parts.append(f'<rect x="{x + gap / 2:.2f}" y="{y:.2f}" width="{max(0.5, bw - gap):.2f}" height="{h:.2f}" '
+                         f'fill="{COLORS[b]}"><title>step {_e(d["_step"])} {b}: {ns / 1e6:.3f} ms '
+                         f'({100 * ns / wall:.1f}%)</title></rect>')
+    step_labels = [0, n - 1] if n > 1 else [0]
+    for i in step_labels:
+        if i < len(entries):
+            x = _PAD_L + (i + 0.5) * bw
+            parts.append(f'<text x="{x:.1f}" y="{_H - 8}" font-size="11" text-anchor="middle">'
+                         f'step {_e(entries[i]["_step"])}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _utilisation_series(entries: Sequence[Dict[str, Any]]) -> Dict[str, List[Optional[float]]]:
+    series: Dict[str, List[Optional[float]]] = {k: [] for k in LINE_COLORS}
+    for d in entries:
+        wall = d.get("wall_ns") or 0
+        series["busy %"].append(100.0 * d.get("busy_ns", 0) / wall if wall else None)
+        sm = d.get("sm_efficiency_est")
+        series["SM efficiency est %"].append(None if sm is None else 100.0 * sm)
+        mfu = d.get("mfu")
+        series["MFU %"].append(None if mfu is None else 100.0 * mfu)
+        nv = (d.get("health") or {}).get("nvml_utilization_pct")
+        series["NVML utilization %"].append(None if nv is None else float(nv))
+    return {k: v for k, v in series.items() if any(x is not None for x in v)}
+
+
+def utilisation_svg(entries: Sequence[Dict[str, Any]]) -> str:
+    """SVG line chart of the utilisation numbers over steps."""
+    n = max(1, len(entries))
+    plot_w = _W - _PAD_L
+    plot_h = _H - _PAD_B - _PAD_T
+    parts = [f'<svg class="utilisation" xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
+             f'viewBox="0 0 {_W} {_H}" role="img" aria-label="utilisation over steps">']
+    parts.extend(_axes("percent"))
+    for name, values in _utilisation_series(entries).items():
+        pts = []
+        for i, v in enumerate(values):
+            if v is None:
+                continue
+            x = _PAD_L + (i + 0.5) * plot_w / n
+            y = _PAD_T + plot_h * (1 - max(0.0, min(100.0, v)) / 100)
+            pts.append(f"{x:.2f},{y:.2f}")
+        if not pts:
+            continue
+        color = LINE_COLORS[name]
+        if len(pts) == 1:
+            x, y = pts[0].split(",")
+            parts.append(f'<circle cx="{x}" cy="{y}" r="4" fill="{color}"><title>{_e(name)}</title></circle>')
+        else:
+            parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="3" points="{" ".join(pts)}">'
+                         f'<title>{_e(name)}</title></polyline>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _legend(items: Dict[str, str]) -> str:
+    return '<div class="legend">' + "".join(
+        f'<span><i style="background:{c}"></i>{_e(k)}</span>' for k, c in items.items()) + "</div>"
+
+
+def _finding_list(findings: Sequence[Dict[str, Any]]) -> str:
+    if not findings:
+        return "<p>No finding: nothing crossed a threshold.</p>"
+    rows = []
+    for f in findings:
+        rows.append(f"<li><b>{_e(f.get('title', ''))}</b><br>Evidence: {_e(f.get('evidence', ''))}<br>"
+                    f"Recoverable: {f.get('recoverable_ns', 0) / 1e6:.1f} ms "
+                    f"({100 * (f.get('share_of_wall') or 0):.1f}% of step time)<br>Fix: {_e(f.get('fix', ''))}</li>")
+    return "<ol class=\"findings\">" + "".join(rows) + "</ol>"
+
+
+def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report") -> str:
+    """The self-contained HTML page for a run (one report or a JSONL's reports)."""
+    series = _device_series(reports)
+    findings: List[Dict[str, Any]] = []
+    for rep in reports:
+        findings.extend(rep.get("findings", []))
+    findings.sort(key=lambda f: -int(f.get("recoverable_ns", 0)))
+    body: List[str] = [f"<h1>{_e(title)}</h1>"]
+    if findings:
+        body.append(f'<p class="top">Top finding: <b>{_e(findings[0].get("title", ""))}</b> — '
+                    f'{_e(findings[0].get("fix", ""))}</p>')
+    for rep in reports[:1]:
+        for s in rep.get("sources", []):
+            body.append(f"<p class=\"src\">Trace {_e(s.get('path'))} (rank {_e(s.get('rank'))}, "
+                        f"steps from {_e(s.get('steps_source') or '?')})</p>")
+    shown = sorted(series.items())[:MAX_DEVICES]
+    if not shown:
+        body.append("<p>No device activity in the steps.</p>")
+    for (rank, device), entries in shown:
+        name = next((e.get("name") for e in entries if e.get("name")), "")
+        wall = sum(e.get("wall_ns", 0) for e in entries)
+        busy = sum(e.get("busy_ns", 0) for e in entries)
+        busy_txt = f"{100 * busy / wall:.1f}%" if wall else "-"
+        body.append(f"<h2>rank {rank} device {device}{' (' + _e(name) + ')' if name else ''}: "
+                    f"{len(entries)} steps, busy {busy_txt}</h2>")
+        body.append("<h3>Per-step breakdown</h3>")
+        body.append(_legend(COLORS))
+        body.append(stacked_breakdown_svg(entries))
+        body.append("<h3>Utilisation over steps</h3>")
+        body.append(_legend({k: LINE_COLORS[k] for k in _utilisation_series(entries)}))
+        body.append(utilisation_svg(entries))
+    if len(series) > MAX_DEVICES:
+        body.append(f"<p>{len(series) - MAX_DEVICES} more devices not plotted.</p>")
+    body.append("<h2>Findings</h2>")
+    body.append(_finding_list(findings))
+    diags = reports[-1].get("diagnostics", []) if reports else []
+    if diags:
+        body.append("<h2>Diagnostics</h2><ul>" + "".join(
+            f"<li>{_e(d.get('severity'))}: {_e(d.get('name'))} ({_e(d.get('count'))}): {_e(d.get('description'))}</li>"
+            for d in diags) + "</ul>")
+    style = ("body{font-family:sans-serif;margin:20px;max-width:920px;color:#212121;background:#fff}"
+             ".legend span{display:inline-block;margin-right:12px;font-size:12px}"
+             ".legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}"
+             "svg{display:block;margin:6px 0 18px}.top{font-size:15px;padding:8px;background:#fff3e0}"
+             ".findings li{margin-bottom:8px;font-size:13px}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{_e(title)}</title><style>{style}</style></head><body>"
+            + "\n".join(body) + "</body></html>\n")

@@ -1,0 +1,224 @@
+"""Prometheus text exposition of gpuutil step reports.
+
+:class:`PrometheusMetrics` folds step reports (from ``gpuutil.profile(
+on_step=metrics.add)``, a steps JSONL, or ``gpuutil.analyze``) into running
+totals per (rank, device) and renders them in the Prometheus text format
+(version 0.0.4), every series labelled with ``rank``, ``host`` and
+``device``. Memory is bounded: totals, not a history.
+
+Delivery, both optional and dependency-free:
+
+- :func:`serve` starts an HTTP endpoint (``GET /metrics``) in a daemon
+  thread, bound to 127.0.0.1 unless told otherwise (one per process: pick a
+  port per rank, e.g. ``9400 + local_rank``);
+- :func:`push` sends the exposition to a Prometheus pushgateway
+  (``PUT {gateway}/metrics/job/{job}/rank/{rank}/host/{host}``).
+
+Metric names (all prefixed ``gpuutil_``) are listed in docs/exports.md.
+"""
+
+from __future__ import annotations
+
+import http.server
+import math
+import socket
+import threading
+import urllib.parse
+import urllib.request
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "unattributed")
+_BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# health key -> (metric name, help, kind): "gauge" last value, "counter" summed.
+_HEALTH = (
+    ("nvml_utilization_pct", "gpuutil_nvml_utilization_ratio", "NVML utilization.gpu (duty cycle), last step", "ratio"),
+    ("sm_clock_mhz", "gpuutil_sm_clock_mhz", "mean SM clock over the last step", "gauge"),
+    ("sm_clock_max_mhz", "gpuutil_sm_clock_max_mhz", "maximum SM clock", "gauge"),
+    ("power_w", "gpuutil_power_watts", "mean board power over the last step", "gauge"),
+    ("temperature_c", "gpuutil_temperature_celsius", "mean GPU temperature over the last step", "gauge"),
+    ("fb_used_bytes", "gpuutil_fb_used_bytes", "framebuffer memory used (max over the last step)", "gauge"),
+    ("allocated_bytes", "gpuutil_allocated_bytes", "PyTorch allocated memory (max over the last step)", "gauge"),
+    ("reserved_bytes", "gpuutil_reserved_bytes", "PyTorch reserved memory (max over the last step)", "gauge"),
+    ("energy_j", "gpuutil_energy_joules_total", "energy used in steps", "counter"),
+    ("throttle_power_ns", "gpuutil_throttle_power_seconds_total", "time clocks were power-throttled", "counter_ns"),
+    ("throttle_thermal_ns", "gpuutil_throttle_thermal_seconds_total", "time clocks were thermally throttled",
+     "counter_ns"),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _num(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(float(v))
+
+
+class PrometheusMetrics:
+    """Running totals of step reports, rendered as Prometheus text."""
+
+    def __init__(self, host: Optional[str] = None) -> None:
+        self.host = host if host is not None else socket.gethostname()
+        self._lock = threading.Lock()
+        self._dev: Dict[Tuple[int, int], Dict[str, Any]] = {}
+        self._findings: Dict[Tuple[int, str], float] = {}
+        self._steps: Dict[int, int] = {}
+        self._last_step_wall_s: Dict[int, float] = {}
+
+    def add(self, report: Dict[str, Any]) -> None:
+        """Folds one gpuutil.report/1 dict (one or many steps) into the totals."""
+        with self._lock:
+            for step in report.get("steps", []):
+                ranks = set()
+                for d in step.get("devices", []):
+                    key = (int(d.get("rank", 0)), int(d.get("device", 0)))
+                    ranks.add(key[0])
+                    t = self._dev.setdefault(key, {"wall_ns": 0, "busy_ns": 0, "kernels": 0,
+                                                   **{b: 0 for b in _BUCKETS}, "health": {}, "counters": {}})
+                    t["wall_ns"] += int(d.get("wall_ns", 0))
+                    t["busy_ns"] += int(d.get("busy_ns", 0))
+                    t["kernels"] += int(d.get("kernels", 0))
+                    for b in _BUCKETS:
+                        t[b] += int(d.get("breakdown_ns", {}).get(b, 0))
+                    for k in ("mfu", "sm_efficiency_est", "achieved_occupancy_est"):
+                        if d.get(k) is not None:
+                            t[k] = float(d[k])
+                    for hkey, _, _, kind in _HEALTH:
+                        v = (d.get("health") or {}).get(hkey)
+                        if v is None:
+                            continue
+                        if kind.startswith("counter"):
+                            t["counters"][hkey] = t["counters"].get(hkey, 0.0) + float(v)
+                        else:
+                            t["health"][hkey] = float(v)
+                for r in ranks or {0}:
+                    self._steps[r] = self._steps.get(r, 0) + 1
+                    self._last_step_wall_s[r] = int(step.get("wall_ns", 0)) / 1e9
+            srcs = report.get("sources") or [{}]
+            rank = int(srcs[0].get("rank", 0))
+            for f in report.get("findings", []):
+                key = (rank, str(f.get("id", "")))
+                self._findings[key] = self._findings.get(key, 0.0) + int(f.get("recoverable_ns", 0)) / 1e9
+
+    def add_all(self, reports: Iterable[Dict[str, Any]]) -> "PrometheusMetrics":
+        for r in reports:
+            self.add(r)
+        return self
+
+    def exposition(self) -> str:
+        """The Prometheus text exposition (format 0.0.4) of the totals."""
+        with self._lock:
+            return self._render()
+
+    # -- rendering ------------------------------------------------------
+    def _labels(self, rank: int, device: Optional[int] = None, **extra: str) -> str:
+        parts = [f'rank="{rank}"', f'host="{_escape(self.host)}"']
+        if device is not None:
+            parts.append(f'device="{device}"')
+        parts.extend(f'{k}="{_escape(v)}"' for k, v in extra.items())
+        return "{" + ",".join(parts) + "}"
+
+    def _render(self) -> str:
+        out: List[str] = []
+
+        def family(name: str, kind: str, help_: str, samples: List[Tuple[str, float]]) -> None:
+            if not samples:
+                return
+            out.append(f"# HELP {name} {help_}")
+            out.append(f"# TYPE {name} {kind}")
+            for labels, value in samples:
+                out.append(f"{name}{labels} {_num(value)}")
+
+        family("gpuutil_steps_total", "counter", "training steps reported",
+               [(self._labels(r), float(n)) for r, n in sorted(self._steps.items())])
+        family("gpuutil_last_step_wall_seconds", "gauge", "wall time of the last reported step",
+               [(self._labels(r), v) for r, v in sorted(self._last_step_wall_s.items())])
+        devs = sorted(self._dev.items())
+        family("gpuutil_step_wall_seconds_total", "counter", "step wall time accounted on the device",
+               [(self._labels(r, d), t["wall_ns"] / 1e9) for (r, d), t in devs])
+        family("gpuutil_busy_seconds_total", "counter", "time the device had work (union of all streams)",
+               [(self._labels(r, d), t["busy_ns"] / 1e9) for (r, d), t in devs])
+        family("gpuutil_time_seconds_total", "counter",
+               "step wall time by bucket (compute, communication, memory, idle_<cause>); sums to step wall",
+               [(self._labels(r, d, bucket=b), t[b] / 1e9) for (r, d), t in devs for b in _BUCKETS])
+        family("gpuutil_busy_ratio", "gauge", "busy share of step wall over the run",
+               [(self._labels(r, d), t["busy_ns"] / t["wall_ns"]) for (r, d), t in devs if t["wall_ns"] > 0])
+        family("gpuutil_kernels_total", "counter", "kernels started in steps",
+               [(self._labels(r, d), float(t["kernels"])) for (r, d), t in devs])
+        for key, name, help_ in (("mfu", "gpuutil_mfu_ratio", "model FLOP/s utilisation, last step"),
+                                 ("sm_efficiency_est", "gpuutil_sm_efficiency_ratio",
+                                  "estimated SM efficiency, last step"),
+                                 ("achieved_occupancy_est", "gpuutil_achieved_occupancy_ratio",
+                                  "estimated achieved occupancy, last step")):
+            family(name, "gauge", help_, [(self._labels(r, d), t[key]) for (r, d), t in devs if key in t])
+        for hkey, name, help_, kind in _HEALTH:
+            if kind.startswith("counter"):
+                scale = 1e-9 if kind == "counter_ns" else 1.0
+                family(name, "counter", help_, [(self._labels(r, d), t["counters"][hkey] * scale)
+                                                for (r, d), t in devs if hkey in t["counters"]])
+            else:
+                scale = 0.01 if kind == "ratio" else 1.0
+                family(name, "gauge", help_, [(self._labels(r, d), t["health"][hkey] * scale)
+                                              for (r, d), t in devs if hkey in t["health"]])
+        family("gpuutil_finding_recoverable_seconds_total", "counter",
+               "time a finding's fix could recover (summed over reports)",
+               [(self._labels(r, finding=f), v) for (r, f), v in sorted(self._findings.items())])
+        return "\n".join(out) + "\n"
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    metrics: PrometheusMetrics
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server API
+        if urllib.parse.urlparse(self.path).path not in ("/metrics", "/"):
+            self.send_error(404)
+            return
+        body = self.server.metrics.exposition().encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", CONTENT_TYPE)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access logs
+        return
+
+
+def serve(metrics: PrometheusMetrics, port: int = 0, addr: str = "127.0.0.1") -> http.server.HTTPServer:
+    """Serves ``GET /metrics`` from a daemon thread; returns the server.
+
+    ``port=0`` picks a free port (``server.server_port``). Bound to loopback
+    by default; pass ``addr="0.0.0.0"`` deliberately to expose it. Stop with
+    ``server.shutdown(); server.server_close()``.
+    """
+    server = _Server((addr, port), _Handler)
+    server.metrics = metrics
+    threading.Thread(target=server.serve_forever, name="gpuutil-prometheus", daemon=True).start()
+    return server
+
+
+def push(metrics: PrometheusMetrics, gateway: str, job: str = "gpuutil", rank: int = 0,
+         timeout_s: float = 10.0) -> int:
+    """PUTs the exposition to a pushgateway; returns the HTTP status.
+
+    The grouping key is job, rank and host, so ranks do not overwrite each
+    other. Raises urllib.error.URLError when the gateway is unreachable.
+    """
+    base = gateway if "://" in gateway else "http://" + gateway
+    q = urllib.parse.quote
+    url = f"{base.rstrip('/')}/metrics/job/{q(job, safe='')}/rank/{rank}/host/{q(metrics.host, safe='')}"
+    req = urllib.request.Request(url, data=metrics.exposition().encode("utf-8"), method="PUT",
+                                 headers={"Content-Type": CONTENT_TYPE})
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - user-supplied gateway URL
+        return int(resp.status)

@@ -1,0 +1,364 @@
+// Finding rules (libgpuutil/src/analysis/findings.cpp, docs/findings.md):
+// every rule fires on a planted case and stays silent on a healthy one.
+//
+// Three kinds of input: synthetic run reports (derive_findings is a pure
+// function of the Report, so the numbers are exact), planted event stores
+// with counter samples run through analyze() (exercises device health from
+// CounterSamples end to end), and the real GPU traces in ../shared/traces.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "analysis/findings.h"
+#include "gpuutil/analysis.h"
+#include "gpuutil/kineto_import.h"
+#include "gpuutil/report.h"
+#include "planted.h"
+#include "traces.h"
+
+namespace gpuutil {
+namespace {
+
+using test::Planted;
+
+constexpr int64_t kStepNs = 100'000'000;  // 100 ms
+constexpr int kSteps = 10;
+
+// A run of kSteps identical steps on one device: fully busy computing,
+// wide kernels, good occupancy, 60% MFU, unless the test changes it.
+struct Synth {
+  Breakdown per_step;
+  std::optional<double> sm_eff = 0.95;
+  std::optional<double> occupancy = 0.6;
+  std::optional<double> mfu = 0.6;
+  std::array<std::vector<NamedTime>, kIdleCauseCount> culprits;
+  DeviceHealth health;
+  int64_t total_memory_bytes = 80LL << 30;
+  uint64_t kernels = 100, short_kernels = 0;
+
+  Synth() { per_step.compute_ns = kStepNs; }
+  // Moves `share` of each step from compute to idle cause c.
+  Synth& idle(IdleCause c, double share) {
+    const auto ns = static_cast<int64_t>(share * kStepNs);
+    per_step.compute_ns -= ns;
+    per_step.idle_ns[static_cast<size_t>(c)] += ns;
+    return *this;
+  }
+  Synth& comm(double share) {
+    const auto ns = static_cast<int64_t>(share * kStepNs);
+    per_step.compute_ns -= ns;
+    per_step.communication_ns += ns;
+    return *this;
+  }
+
+  Report report() const {
+    Report r;
+    DeviceSummary s;
+    s.name = "Synthetic GPU";
+    for (int i = 0; i < kSteps; ++i) {
+      StepReport st;
+      st.step = i;
+      st.start_ns = i * kStepNs;
+      st.end_ns = st.start_ns + kStepNs;
+      st.wall_ns = kStepNs;
+      DeviceStepReport d;
+      d.wall_ns = kStepNs;
+      d.breakdown = per_step;
+      d.busy_ns = per_step.busy_ns();
+      d.health = health;
+      d.total_memory_bytes = total_memory_bytes;
+      d.kernels = kernels;
+      d.short_kernels = short_kernels;
+      d.sm_efficiency_est = sm_eff;
+      d.mfu = mfu;
+      st.devices.push_back(d);
+      r.steps.push_back(st);
+      s.wall_ns += kStepNs;
+      s.breakdown += per_step;
+      s.kernels += kernels;
+    }
+    s.culprits = culprits;
+    s.sm_efficiency_est = sm_eff;
+    s.achieved_occupancy_est = occupancy;
+    s.mfu = mfu;
+    r.summary.steps = kSteps;
+    r.summary.steps_wall_ns = kSteps * kStepNs;
+    r.summary.devices.push_back(s);
+    return r;
+  }
+};
+
+std::vector<std::string> ids(const std::vector<Finding>& fs) {
+  std::vector<std::string> out;
+  for (const auto& f : fs) out.push_back(f.id);
+  return out;
+}
+
+const Finding* find(const std::vector<Finding>& fs, const std::string& id) {
+  for (const auto& f : fs) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+TEST(Findings, HealthyRunHasNoFinding) {
+  const auto fs = derive_findings(Synth().report());
+  EXPECT_TRUE(fs.empty()) << ::testing::PrintToString(ids(fs));
+}
+
+TEST(Findings, HealthyRunWithHealthyCountersHasNoFinding) {
+  Synth s;
+  s.health.sm_clock_mhz = 1980;
+  s.health.sm_clock_max_mhz = 1980;
+  s.health.throttle_power_ns = 0;
+  s.health.throttle_thermal_ns = 0;
+  s.health.allocated_bytes = 60.0 * (1LL << 30);
+  s.health.reserved_bytes = 62.0 * (1LL << 30);
+  s.health.fb_used_bytes = 64.0 * (1LL << 30);
+  const auto fs = derive_findings(s.report());
+  EXPECT_TRUE(fs.empty()) << ::testing::PrintToString(ids(fs));
+}
+
+struct IdleCase {
+  IdleCause cause;
+  const char* id;
+  const char* fix_word;
+};
+
+TEST(Findings, EachIdleCauseFiresAboveFivePercentWithItsFix) {
+  const IdleCase cases[] = {
+      {IdleCause::kDataloader, "idle_dataloader", "num_workers"},
+      {IdleCause::kHostSync, "idle_host_sync", ".item()"},
+      {IdleCause::kLaunch, "idle_launch", "CUDA graphs"},
+      {IdleCause::kCollective, "idle_collective", "overlap"},
+      {IdleCause::kHost, "idle_host", "CPU work"},
+  };
+  for (const auto& c : cases) {
+    const auto fs = derive_findings(Synth().idle(c.cause, 0.10).report());
+    ASSERT_EQ(fs.size(), 1u) << c.id;
+    EXPECT_EQ(fs[0].id, c.id);
+    EXPECT_NE(fs[0].fix.find(c.fix_word), std::string::npos) << fs[0].fix;
+    EXPECT_EQ(fs[0].recoverable_ns, kSteps * kStepNs / 10);
+    EXPECT_NEAR(fs[0].share_of_wall, 0.10, 1e-9);
+    EXPECT_NE(fs[0].title.find("Moderately"), std::string::npos) << fs[0].title;
+    EXPECT_NE(fs[0].evidence.find("10.0 ms per step"), std::string::npos) << fs[0].evidence;
+  }
+}
+
+TEST(Findings, IdleThresholdsFollowXprof) {
+  EXPECT_TRUE(derive_findings(Synth().idle(IdleCause::kDataloader, 0.049).report()).empty());
+  const auto moderate = derive_findings(Synth().idle(IdleCause::kDataloader, 0.05).report());
+  ASSERT_EQ(moderate.size(), 1u);
+  EXPECT_NE(moderate[0].title.find("Moderately"), std::string::npos);
+  const auto high = derive_findings(Synth().idle(IdleCause::kDataloader, 0.20).report());
+  ASSERT_EQ(high.size(), 1u);
+  EXPECT_NE(high[0].title.find("Highly"), std::string::npos);
+}
+
+TEST(Findings, HostSyncNamesTheCulpritOps) {
+  Synth s;
+  s.idle(IdleCause::kHostSync, 0.3);
+  s.culprits[static_cast<size_t>(IdleCause::kHostSync)] = {
+      {"aten::item", 200'000'000, 10}, {"aten::_local_scalar_dense", 80'000'000, 10}, {"", 5, 1},
+      {"cudaStreamSynchronize", 20'000'000, 10}};
+  const auto fs = derive_findings(s.report());
+  const Finding* f = find(fs, "idle_host_sync");
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->evidence.find("culprit ops: aten::item (200.0 ms, x10), aten::_local_scalar_dense"),
+            std::string::npos)
+      << f->evidence;
+  EXPECT_NE(f->evidence.find("cudaStreamSynchronize"), std::string::npos);
+}
+
+TEST(Findings, ExposedCommunicationFiresOnlyAboveThreshold) {
+  EXPECT_TRUE(derive_findings(Synth().comm(0.04).report()).empty());
+  const auto fs = derive_findings(Synth().comm(0.15).report());
+  ASSERT_EQ(ids(fs), std::vector<std::string>{"exposed_communication"});
+  EXPECT_NE(fs[0].fix.find("bucket_cap_mb"), std::string::npos);
+  EXPECT_EQ(fs[0].recoverable_ns, static_cast<int64_t>(0.15 * kStepNs) * kSteps);
+}
+
+TEST(Findings, BusyButLowSmEfficiencyFires) {
+  Synth s;
+  s.sm_eff = 0.30;
+  const auto fs = derive_findings(s.report());
+  ASSERT_NE(find(fs, "low_sm_efficiency"), nullptr) << ::testing::PrintToString(ids(fs));
+  EXPECT_NE(find(fs, "low_sm_efficiency")->fix.find("fuse"), std::string::npos);
+  // Not busy enough to judge: silent.
+  Synth idle_run;
+  idle_run.sm_eff = 0.30;
+  idle_run.idle(IdleCause::kUnattributed, 0.6);
+  EXPECT_EQ(find(derive_findings(idle_run.report()), "low_sm_efficiency"), nullptr);
+}
+
+TEST(Findings, BusyButLowOccupancyFires) {
+  Synth s;
+  s.occupancy = 0.10;
+  const auto fs = derive_findings(s.report());
+  ASSERT_EQ(ids(fs), std::vector<std::string>{"low_occupancy"});
+  EXPECT_GT(fs[0].recoverable_ns, 0);
+}
+
+TEST(Findings, BusyButLowMfuFiresWithPrecisionFix) {
+  Synth s;
+  s.mfu = 0.12;
+  const auto fs = derive_findings(s.report());
+  ASSERT_EQ(ids(fs), std::vector<std::string>{"low_mfu"});
+  EXPECT_NE(fs[0].fix.find("bf16"), std::string::npos);
+  EXPECT_NE(fs[0].fix.find("tensor-core"), std::string::npos);
+  // busy 100%, MFU 12% vs target 50%: 76% of busy time recoverable.
+  EXPECT_NEAR(fs[0].share_of_wall, 0.76, 1e-6);
+  Synth unknown;
+  unknown.mfu = std::nullopt;
+  EXPECT_TRUE(derive_findings(unknown.report()).empty());
+}
+
+TEST(Findings, ThrottlingFromCounterDurations) {
+  Synth s;
+  s.health.throttle_power_ns = 30'000'000;  // 30% of each step
+  s.health.throttle_thermal_ns = 0;
+  s.health.sm_clock_mhz = 1400;
+  s.health.sm_clock_max_mhz = 1980;
+  s.health.power_w = 700;
+  const auto fs = derive_findings(s.report());
+  const Finding* f = find(fs, "throttling");
+  ASSERT_NE(f, nullptr) << ::testing::PrintToString(ids(fs));
+  EXPECT_NE(f->title.find("Power throttling"), std::string::npos) << f->title;
+  EXPECT_NE(f->fix.find("not a code problem"), std::string::npos);
+  EXPECT_NE(f->evidence.find("mean SM clock 1400 of 1980 MHz"), std::string::npos) << f->evidence;
+  EXPECT_GT(f->recoverable_ns, 0);
+  // A short blip stays silent.
+  Synth blip;
+  blip.health.throttle_thermal_ns = 1'000'000;
+  EXPECT_TRUE(derive_findings(blip.report()).empty());
+}
+
+TEST(Findings, ReservedFarAboveAllocatedFires) {
+  Synth s;
+  s.health.allocated_bytes = 10.0 * (1LL << 30);
+  s.health.reserved_bytes = 30.0 * (1LL << 30);
+  const auto fs = derive_findings(s.report());
+  ASSERT_EQ(ids(fs), std::vector<std::string>{"reserved_memory"});
+  EXPECT_NE(fs[0].fix.find("expandable_segments"), std::string::npos);
+  EXPECT_NE(fs[0].evidence.find("30.00 GiB"), std::string::npos) << fs[0].evidence;
+}
+
+TEST(Findings, SmallJobOnBigGpuFires) {
+  Synth s;
+  s.sm_eff = 0.10;
+  s.health.fb_used_bytes = 4.0 * (1LL << 30);  // of 80 GiB
+  const auto fs = derive_findings(s.report());
+  ASSERT_NE(find(fs, "small_job"), nullptr) << ::testing::PrintToString(ids(fs));
+  EXPECT_NE(find(fs, "small_job")->fix.find("MIG"), std::string::npos);
+  // Big footprint: not a small job.
+  s.health.fb_used_bytes = 70.0 * (1LL << 30);
+  EXPECT_EQ(find(derive_findings(s.report()), "small_job"), nullptr);
+}
+
+TEST(Findings, RankedByRecoverableTime) {
+  const auto fs = derive_findings(
+      Synth().idle(IdleCause::kDataloader, 0.08).idle(IdleCause::kHostSync, 0.25).comm(0.12).report());
+  ASSERT_EQ(ids(fs), (std::vector<std::string>{"idle_host_sync", "exposed_communication", "idle_dataloader"}));
+}
+
+// --- planted event stores through analyze(): counters become health -------
+
+Planted busy_store() {
+  Planted p;
+  p.step(0, 0, 1000).step(1, 1000, 2000);
+  p.kernel("gemm", 0, 1000).kernel("gemm", 1000, 2000);
+  return p;
+}
+
+void counter(EventStore& s, const char* name, double ts_us, double value) {
+  s.counters.push_back({test::us(ts_us), s.names.intern(name), 0, value});
+}
+
+TEST(FindingsPlanted, ThrottleCountersBecomeStepHealthAndAFinding) {
+  Planted p = busy_store();
+  auto& s = p.store();
+  // Cumulative power-throttle ns: +400 us during step 0, +300 us during step 1.
+  counter(s, "throttle_power_total_ns", 0, 0);
+  counter(s, "throttle_power_total_ns", 1000, 400'000);
+  counter(s, "throttle_power_total_ns", 2000, 700'000);
+  counter(s, "sm_clock_mhz", 500, 1200);
+  counter(s, "sm_clock_max_mhz", 500, 1800);
+  counter(s, "sm_clock_mhz", 1500, 1400);
+  counter(s, "sm_clock_max_mhz", 1500, 1800);
+  const Report r = analyze({&s}, AnalysisOptions{});
+  ASSERT_EQ(r.steps.size(), 2u);
+  EXPECT_EQ(r.steps[0].devices[0].health.throttle_power_ns, 400'000);
+  EXPECT_EQ(r.steps[1].devices[0].health.throttle_power_ns, 300'000);
+  EXPECT_DOUBLE_EQ(*r.steps[0].devices[0].health.sm_clock_mhz, 1200);
+  EXPECT_FALSE(r.steps[0].devices[0].health.throttle_thermal_ns.has_value());
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].id, "throttling");
+}
+
+TEST(FindingsPlanted, SameStoreWithoutCountersIsSilent) {
+  Planted p = busy_store();
+  const Report r = analyze({&p.store()}, AnalysisOptions{});
+  EXPECT_TRUE(r.findings.empty()) << ::testing::PrintToString(ids(r.findings));
+  EXPECT_FALSE(r.steps[0].devices[0].health.any());
+}
+
+TEST(FindingsPlanted, AllocatorCountersFireReservedMemory) {
+  Planted p = busy_store();
+  auto& s = p.store();
+  counter(s, "torch_allocated_bytes", 900, 2.0 * (1LL << 30));
+  counter(s, "torch_reserved_bytes", 900, 9.0 * (1LL << 30));
+  const Report r = analyze({&s}, AnalysisOptions{});
+  ASSERT_EQ(ids(r.findings), std::vector<std::string>{"reserved_memory"});
+  EXPECT_DOUBLE_EQ(*r.steps[0].devices[0].health.reserved_bytes, 9.0 * (1LL << 30));
+  EXPECT_FALSE(r.steps[1].devices[0].health.reserved_bytes.has_value());
+}
+
+TEST(FindingsPlanted, DataloaderGapFiresIdleDataloader) {
+  Planted p;
+  p.step(0, 0, 1000);
+  p.range("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 0, 400, 0, false);
+  p.kernel("gemm", 400, 1000, 399);
+  const Report r = analyze({&p.store()}, AnalysisOptions{});
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].id, "idle_dataloader");
+  EXPECT_NE(r.findings[0].title.find("Highly"), std::string::npos);
+  EXPECT_NE(r.findings[0].evidence.find("enumerate(DataLoader)"), std::string::npos) << r.findings[0].evidence;
+}
+
+// --- real GPU traces --------------------------------------------------------
+
+Report analyze_trace(const std::string& name) {
+  auto imp = import_kineto_file(test::trace_path(name));
+  EXPECT_TRUE(imp.ok) << imp.error;
+  return analyze({&imp.store}, AnalysisOptions{});
+}
+
+TEST(FindingsRealTraces, SyncHeavyTraceNamesItemAsHostSyncCulprit) {
+  const Report r = analyze_trace("hta_event_sync_a100.json.gz");
+  const Finding* f = find(r.findings, "idle_host_sync");
+  ASSERT_NE(f, nullptr) << ::testing::PrintToString(ids(r.findings));
+  EXPECT_NE(f->evidence.find("aten::item"), std::string::npos) << f->evidence;
+}
+
+TEST(FindingsRealTraces, AlexnetIsHighlyLaunchBound) {
+  const Report r = analyze_trace("hta_alexnet_a100_sync.json.gz");
+  ASSERT_FALSE(r.findings.empty());
+  EXPECT_EQ(r.findings[0].id, "idle_launch");
+  EXPECT_NE(r.findings[0].title.find("Highly"), std::string::npos);
+}
+
+TEST(FindingsRealTraces, DistributedTraceHasExposedCommunication) {
+  const Report r = analyze_trace("hta_sampled_rank0.json.gz");
+  EXPECT_NE(find(r.findings, "exposed_communication"), nullptr) << ::testing::PrintToString(ids(r.findings));
+}
+
+TEST(FindingsRealTraces, CompiledTritonTraceIsSilent) {
+  const Report r = analyze_trace("tracelens_mi300x_torch_compile_triton.json.gz");
+  EXPECT_FALSE(r.steps.empty());
+  EXPECT_TRUE(r.findings.empty()) << ::testing::PrintToString(ids(r.findings));
+}
+
+}  // namespace
+}  // namespace gpuutil

@@ -1,0 +1,133 @@
+"""Tests of the Prometheus exporter (python/gpuutil/export/prometheus.py).
+
+The exposition must parse with prometheus_client's own parser, carry rank,
+host and device labels, keep the bucket identity (buckets sum to step
+wall), include device health when counters were sampled, be served on
+127.0.0.1 over HTTP, and reach a pushgateway with a rank/host grouping key
+(a local fake gateway here).
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import urllib.request
+
+import pytest
+
+from gpuutil.export import prometheus
+
+parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client not installed (requirements-dev.txt)")
+
+RESNET = "kineto_resnet50_nw4_v100.json.gz"
+
+
+@pytest.fixture(scope="module")
+def report(trace, installed_gpuutil):
+    return installed_gpuutil.analyze(trace(RESNET))
+
+
+def _families(text):
+    return {f.name: f for f in parser.text_string_to_metric_families(text)}
+
+
+def test_exposition_parses_with_prometheus_client(report):
+    text = prometheus.PrometheusMetrics(host="node-7").add_all([report]).exposition()
+    fams = _families(text)
+    for name in ("gpuutil_steps", "gpuutil_step_wall_seconds", "gpuutil_busy_seconds", "gpuutil_time_seconds",
+                 "gpuutil_busy_ratio", "gpuutil_finding_recoverable_seconds"):
+        assert name in fams, sorted(fams)
+    walls = [s for s in fams["gpuutil_step_wall_seconds"].samples]
+    assert walls and all(s.labels["rank"] == "0" and s.labels["host"] == "node-7" for s in walls)
+    assert walls[0].labels["device"] == "0"
+    # Buckets sum to the step wall (the accounting identity survives export).
+    buckets = [s for s in fams["gpuutil_time_seconds"].samples if s.name == "gpuutil_time_seconds_total"]
+    assert {s.labels["bucket"] for s in buckets} >= {"compute", "idle_dataloader", "idle_unattributed"}
+    assert sum(s.value for s in buckets) == pytest.approx(walls[0].value, rel=1e-9)
+    steps = next(s for s in fams["gpuutil_steps"].samples if s.name == "gpuutil_steps_total")
+    assert steps.value == len(report["steps"])
+
+
+def test_health_counters_are_exported_with_units(report):
+    rep = dict(report)
+    rep["steps"] = [dict(s, devices=[dict(d, health={"power_w": 300.0, "temperature_c": 71.0,
+                                                      "energy_j": 12.5, "throttle_power_ns": 2_000_000,
+                                                      "nvml_utilization_pct": 88.0})
+                                     for d in s["devices"]]) for s in report["steps"]]
+    fams = _families(prometheus.PrometheusMetrics(host="h").add_all([rep]).exposition())
+    assert fams["gpuutil_power_watts"].samples[0].value == 300.0
+    assert fams["gpuutil_temperature_celsius"].samples[0].value == 71.0
+    assert fams["gpuutil_nvml_utilization_ratio"].samples[0].value == pytest.approx(0.88)
+    n = len(report["steps"])
+    energy = next(s for s in fams["gpuutil_energy_joules"].samples if s.name.endswith("_total"))
+    assert energy.value == pytest.approx(12.5 * n)
+    thr = next(s for s in fams["gpuutil_throttle_power_seconds"].samples if s.name.endswith("_total"))
+    assert thr.value == pytest.approx(0.002 * n)
+
+
+def test_label_values_are_escaped():
+    m = prometheus.PrometheusMetrics(host='we"ird\\host')
+    m.add({"steps": [{"step": 0, "wall_ns": 10, "devices": [{"rank": 3, "device": 1, "wall_ns": 10, "busy_ns": 5,
+                                                            "breakdown_ns": {"compute": 5, "idle_host": 5}}]}]})
+    fams = _families(m.exposition())
+    s = fams["gpuutil_busy_ratio"].samples[0]
+    assert s.labels == {"rank": "3", "host": 'we"ird\\host', "device": "1"}
+    assert s.value == 0.5
+
+
+def test_http_endpoint_serves_on_loopback(report):
+    metrics = prometheus.PrometheusMetrics(host="h").add_all([report])
+    server = prometheus.serve(metrics, port=0)
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            assert resp.status == 200
+            assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            body = resp.read().decode()
+        assert "gpuutil_busy_ratio" in _families(body)
+        # Live updates: a new report shows up on the next scrape.
+        metrics.add(report)
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            steps = next(s for s in _families(resp.read().decode())["gpuutil_steps"].samples
+                         if s.name == "gpuutil_steps_total")
+        assert steps.value == 2 * len(report["steps"])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_push_to_gateway_uses_rank_and_host_grouping(report):
+    received = {}
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self):  # noqa: N802
+            received["path"] = self.path
+            received["body"] = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            received["type"] = self.headers["Content-Type"]
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    gw = http.server.HTTPServer(("127.0.0.1", 0), Gateway)
+    t = threading.Thread(target=gw.serve_forever, daemon=True)
+    t.start()
+    try:
+        metrics = prometheus.PrometheusMetrics(host="node 1").add_all([report])
+        status = prometheus.push(metrics, f"127.0.0.1:{gw.server_port}", job="nightly", rank=2)
+    finally:
+        gw.shutdown()
+        gw.server_close()
+    assert status == 200
+    assert received["path"] == "/metrics/job/nightly/rank/2/host/node%201"
+    assert "gpuutil_time_seconds" in _families(received["body"])
+    assert received["type"].startswith("text/plain")
+
+
+def test_cli_export_prometheus(run_cli, trace):
+    proc = run_cli("export", "prometheus", trace(RESNET), "--host", "ci")
+    assert proc.returncode == 0, proc.stderr
+    fams = _families(proc.stdout)
+    assert fams["gpuutil_busy_ratio"].samples[0].labels["host"] == "ci"
