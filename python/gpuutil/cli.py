@@ -2,11 +2,18 @@
 
     gpuutil analyze TRACE... [--json] [--indent N] [--flops-per-step F]
                              [--dtype D] [--peak-tflops T] [-o FILE]
+    gpuutil compare BASE CURRENT [--metric M]... [--max-regression PCT] [--json]
+    gpuutil export {perfetto,html,prometheus} INPUT... [-o FILE]
     gpuutil --version
 
 ``analyze`` reads PyTorch profiler / Kineto traces (one per rank) and prints
 a per-step table, a per-device summary, the top finding and the non-zero
-diagnostics; ``--json`` prints the gpuutil.report/1 JSON instead. Exit codes:
+diagnostics; ``--json`` prints the gpuutil.report/1 JSON instead.
+``compare`` is the regression gate (compare.py): it prints a metric diff
+table and exits 1 when a gated metric regressed past the threshold.
+``export`` writes a Perfetto/Chrome trace (from trace files), a
+self-contained HTML report or a Prometheus text exposition (from a report
+JSON, a steps JSONL, or trace files); see docs/exports.md. Exit codes:
 0 success, 2 bad arguments or an unreadable input (one stderr line
 "gpuutil: error: ..."), 1 the output file could not be written. See
 docs/cli.md.
@@ -19,7 +26,7 @@ import json
 import math
 import os
 import sys
-from typing import List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from gpuutil import _api
 from gpuutil._table import render_report
@@ -73,7 +80,140 @@ def build_parser() -> argparse.ArgumentParser:
                    help="peak dense TFLOP/s per device, overriding the built-in table")
     a.add_argument("-o", "--output", default=None, metavar="FILE",
                    help="write the output to FILE instead of stdout")
+    fin = a.add_argument_group("finance (table output)")
+    fin.add_argument("--usd-per-gpu-hour", type=_positive_float, default=None, metavar="USD",
+                     help="price of one GPU-hour: adds cost, idle cost and cost per unit")
+    fin.add_argument("--samples-per-step", type=_positive_float, default=None, metavar="N",
+                     help="samples the whole job processes per step (global batch)")
+    fin.add_argument("--tokens-per-step", type=_positive_float, default=None, metavar="N",
+                     help="tokens the whole job processes per step")
+    fin.add_argument("--quality", type=_unit_float, default=None, metavar="Q",
+                     help="fraction of useful output, 0-1, for OEE = availability x performance x quality")
+    _add_compare_parser(sub)
+    _add_export_parser(sub)
     return parser
+
+
+def _add_export_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    e = sub.add_parser(
+        "export",
+        help="export a run as a Perfetto trace, an HTML report or Prometheus metrics",
+        description="perfetto: Chrome trace JSON of the timeline with an idle-cause track (INPUT: trace files, "
+        "one per rank). html: self-contained HTML report with plots. prometheus: text exposition. "
+        "html/prometheus INPUT: a report JSON, a steps JSONL, or trace files.",
+    )
+    e.add_argument("format", choices=("perfetto", "html", "prometheus"), help="output format")
+    e.add_argument("inputs", nargs="+", metavar="INPUT", help="trace file(s), report JSON or steps JSONL")
+    e.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    e.add_argument("--host", default=None, help="host label for prometheus (default: this host's name)")
+
+
+def _load_reports(paths: List[str]) -> List[Dict[str, Any]]:
+    from gpuutil import compare
+
+    if len(paths) == 1:
+        return compare.load_run(paths[0])
+    try:
+        return [_api.analyze(paths)]
+    except _api.TraceError as e:
+        raise compare.RunError(str(e)) from None
+
+
+def _export(args: argparse.Namespace) -> int:
+    from gpuutil import compare
+
+    paths = [os.fsdecode(p) for p in args.inputs]
+    try:
+        if args.format == "perfetto":
+            from gpuutil.export import perfetto
+
+            out = perfetto.chrome_trace_json(paths) + "\n"
+        elif args.format == "html":
+            from gpuutil.export import html
+
+            out = html.render_html(_load_reports(paths), title=f"gpuutil report: {os.path.basename(paths[0])}")
+        else:
+            from gpuutil.export import prometheus
+
+            out = prometheus.PrometheusMetrics(host=args.host).add_all(_load_reports(paths)).exposition()
+    except (_api.TraceError, compare.RunError) as e:
+        return _error(str(e), 2)
+    return _emit(out, args.output)
+
+
+def _unit_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v < 0 or v > 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text!r}")
+    return v
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative number: {text!r}")
+    return v
+
+
+def _add_compare_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    from gpuutil import compare
+
+    c = sub.add_parser(
+        "compare",
+        help="compare two runs metric by metric; exit 1 on a regression (a CI gate)",
+        description="Compare two runs (report JSON, steps JSONL, or trace) metric by metric. "
+        "Exit 0: no gated metric regressed past the threshold; 1: a regression; 2: unreadable input.",
+    )
+    c.add_argument("base", metavar="BASE", help="baseline run: report JSON, steps JSONL, or Kineto trace")
+    c.add_argument("current", metavar="CURRENT", help="run under test, same formats")
+    c.add_argument("--metric", action="append", choices=sorted(compare.METRICS), default=None,
+                   metavar="M", help="metric to gate on (repeatable; default: "
+                   + ", ".join(compare.DEFAULT_GATED) + "); one of: " + ", ".join(compare.METRICS))
+    c.add_argument("--max-regression", type=_non_negative_float, default=5.0, metavar="PCT",
+                   help="allowed regression: percent for *_ms metrics, percentage points for *_pct (default 5)")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from gpuutil import compare
+
+    try:
+        base = compare.run_metrics(compare.load_run(os.fsdecode(args.base)))
+        cur = compare.run_metrics(compare.load_run(os.fsdecode(args.current)))
+    except compare.RunError as e:
+        return _error(str(e), 2)
+    gated = tuple(args.metric) if args.metric else compare.DEFAULT_GATED
+    for m in gated:
+        for label, values in (("BASE", base), ("CURRENT", cur)):
+            if values.get(m) is None:
+                return _error(f"gated metric {m} is not available in {label} ({getattr(args, label.lower())})", 2)
+    diffs = compare.diff_metrics(base, cur, gated, args.max_regression)
+    if args.json:
+        sys.stdout.write(json.dumps(compare.diffs_to_json(diffs, args.max_regression), indent=2) + "\n")
+    else:
+        sys.stdout.write(compare.render_diff(diffs, args.max_regression))
+    sys.stdout.flush()
+    return 1 if any(d.regressed for d in diffs) else 0
+
+
+def _emit(out: str, path: Optional[str]) -> int:
+    """Writes `out` to `path` (or stdout); the exit code."""
+    if path:
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(out)
+        except OSError as e:
+            return _error(f"cannot write {path}: {e.strerror or e}", 1)
+    else:
+        sys.stdout.write(out)
+        sys.stdout.flush()
+    return 0
 
 
 def _error(message: str, code: int) -> int:
@@ -115,17 +255,11 @@ def _analyze(args: argparse.Namespace) -> int:
     if as_json:
         out = text + "\n"
     else:
-        out = render_report(json.loads(text))
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(out)
-        except OSError as e:
-            return _error(f"cannot write {args.output}: {e.strerror or e}", 1)
-    else:
-        sys.stdout.write(out)
-        sys.stdout.flush()
-    return 0
+        from gpuutil.finance import FinanceInputs
+
+        finance = FinanceInputs(args.usd_per_gpu_hour, args.samples_per_step, args.tokens_per_step, args.quality)
+        out = render_report(json.loads(text), finance)
+    return _emit(out, args.output)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -142,6 +276,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         if args.command == "analyze":
             return _analyze(args)
+        if args.command == "compare":
+            return _compare(args)
+        if args.command == "export":
+            return _export(args)
     except BrokenPipeError:
         # `gpuutil analyze t.json.gz | head`: stop quietly.
         try:

@@ -18,6 +18,7 @@
 
 #include "analysis/device_timeline.h"
 #include "analysis/host_timeline.h"
+#include "analysis/windows.h"
 #include "analysis/idle_attribution.h"
 
 namespace gpuutil {
@@ -65,44 +66,11 @@ const char* kind_cat(const DeviceActivity& a) {
   return a.is_communication ? "communication" : "kernel";
 }
 
-// The thread with the most host ranges (same rule as analyze()).
-int64_t busiest_thread(const EventStore& s) {
-  std::vector<uint64_t> n(s.threads.size());
-  for (const auto& r : s.ranges) {
-    if (r.thread >= n.size()) n.resize(r.thread + 1);
-    ++n[r.thread];
-  }
-  int64_t best = -1;
-  uint64_t best_n = 0;
-  for (size_t t = 0; t < n.size(); ++t) {
-    if (n[t] > best_n) {
-      best = static_cast<int64_t>(t);
-      best_n = n[t];
-    }
-  }
-  return best;
-}
-
-// Step windows as analyze() uses them: the store's, or the whole event span.
-std::vector<StepWindow> windows_of(const EventStore& s) {
-  if (!s.steps.empty()) return s.steps;
-  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-  auto add = [&](int64_t a, int64_t b) {
-    lo = std::min(lo, a);
-    hi = std::max(hi, b);
-  };
-  for (const auto& a : s.activities) add(a.start_ns, a.end_ns);
-  for (const auto& c : s.api_calls) add(c.start_ns, c.end_ns);
-  for (const auto& r : s.ranges) add(r.start_ns, r.end_ns);
-  if (hi < lo) return {};
-  return {StepWindow{0, lo, hi}};
-}
-
 void add_store(const EventStore& s, int64_t origin_ns, Json& events) {
   const auto devices = build_device_timelines(s);
   const auto host = build_host_timelines(s);
   const int64_t fallback = busiest_thread(s);
-  const auto windows = windows_of(s);
+  const auto windows = analysis_windows(s);
 
   std::map<int32_t, int64_t> pid_of;  // device -> pid
   auto pid_for = [&](int32_t device) {
@@ -184,7 +152,7 @@ std::string timeline_to_chrome_trace(const std::vector<const EventStore*>& store
                                      int indent) {
   int64_t origin_ns = std::numeric_limits<int64_t>::max();
   for (const EventStore* s : stores) {
-    for (const auto& w : windows_of(*s)) origin_ns = std::min(origin_ns, w.start_ns);
+    for (const auto& w : analysis_windows(*s)) origin_ns = std::min(origin_ns, w.start_ns);
     for (const auto& a : s->activities) origin_ns = std::min(origin_ns, a.start_ns);
     for (const auto& c : s->counters) origin_ns = std::min(origin_ns, c.ts_ns);
   }

@@ -80,6 +80,27 @@ uint32_t RecordDecoder::thread(uint32_t tid) {
   return idx;
 }
 
+namespace {
+// Fields every device record shares: times, correlation, device, stream.
+template <class Record>
+DeviceActivity copy_placement(const Record& r) {
+  DeviceActivity a;
+  a.start_ns = static_cast<int64_t>(r.start);
+  a.end_ns = static_cast<int64_t>(r.end);
+  a.correlation_id = r.correlationId;
+  a.device = static_cast<int32_t>(r.deviceId);
+  a.stream = static_cast<int32_t>(r.streamId);
+  return a;
+}
+}  // namespace
+
+void RecordDecoder::store(const DeviceActivity& a) {
+  session_.add_activity(a);
+  ++stats_.activities;
+  ++stats_.stored;
+  if (a.end_ns > stats_.max_end_ns) stats_.max_end_ns = a.end_ns;
+}
+
 void RecordDecoder::decode(const CUpti_Activity* record) {
   ++stats_.records;
   switch (record->kind) {
@@ -88,13 +109,8 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       if (!times_ok(k->start, k->end, "kernel")) return;
       const KernelName& n = kernel_name(k->name);
-      DeviceActivity a;
-      a.start_ns = static_cast<int64_t>(k->start);
-      a.end_ns = static_cast<int64_t>(k->end);
-      a.correlation_id = k->correlationId;
+      DeviceActivity a = copy_placement(*k);
       a.name = n.id;
-      a.device = static_cast<int32_t>(k->deviceId);
-      a.stream = static_cast<int32_t>(k->streamId);
       a.kind = ActivityKind::kKernel;
       a.is_communication = n.communication;
       a.grid[0] = clamp_u32(k->gridX);
@@ -106,47 +122,28 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       a.registers_per_thread = k->registersPerThread;
       a.shared_memory_bytes = clamp_u32(k->staticSharedMemory) + clamp_u32(k->dynamicSharedMemory);
       a.graph_id = k->graphId;
-      session_.add_activity(a);
-      ++stats_.activities;
-      ++stats_.stored;
-      if (a.end_ns > stats_.max_end_ns) stats_.max_end_ns = a.end_ns;
+      store(a);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
       if (!times_ok(m->start, m->end, "memcpy")) return;
-      DeviceActivity a;
-      a.start_ns = static_cast<int64_t>(m->start);
-      a.end_ns = static_cast<int64_t>(m->end);
-      a.correlation_id = m->correlationId;
+      DeviceActivity a = copy_placement(*m);
       a.bytes = m->bytes;
-      a.device = static_cast<int32_t>(m->deviceId);
-      a.stream = static_cast<int32_t>(m->streamId);
       a.kind = ActivityKind::kMemcpy;
       a.direction = direction(m->copyKind);
       a.graph_id = m->graphId;
-      session_.add_activity(a);
-      ++stats_.activities;
-      ++stats_.stored;
-      if (a.end_ns > stats_.max_end_ns) stats_.max_end_ns = a.end_ns;
+      store(a);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       if (!times_ok(m->start, m->end, "memset")) return;
-      DeviceActivity a;
-      a.start_ns = static_cast<int64_t>(m->start);
-      a.end_ns = static_cast<int64_t>(m->end);
-      a.correlation_id = m->correlationId;
+      DeviceActivity a = copy_placement(*m);
       a.bytes = m->bytes;
-      a.device = static_cast<int32_t>(m->deviceId);
-      a.stream = static_cast<int32_t>(m->streamId);
       a.kind = ActivityKind::kMemset;
       a.graph_id = m->graphId;
-      session_.add_activity(a);
-      ++stats_.activities;
-      ++stats_.stored;
-      if (a.end_ns > stats_.max_end_ns) stats_.max_end_ns = a.end_ns;
+      store(a);
       return;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:

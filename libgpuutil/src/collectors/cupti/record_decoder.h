@@ -46,6 +46,7 @@ class RecordDecoder {
   const DecodeStats& stats() const { return stats_; }
 
  private:
+  void store(const DeviceActivity& a);
   struct KernelName {
     NameId id;
     bool communication;

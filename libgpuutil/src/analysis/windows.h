@@ -1,0 +1,35 @@
+// The time windows analysis runs over, shared by analyze() and the exporters
+// that must cut the timeline exactly as analyze() does (Perfetto).
+//
+// Internal to the analysis core; pure functions of an EventStore.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "gpuutil/events.h"
+
+namespace gpuutil {
+
+// First start to last end over every event and step of a store.
+struct EventSpan {
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  void add(int64_t a, int64_t b) {
+    if (a < lo) lo = a;
+    if (b > hi) hi = b;
+  }
+  bool empty() const { return hi < lo; }
+};
+EventSpan event_span(const EventStore& store);
+
+// The store's step windows, or, when it has none, one window (step 0) over
+// the whole event span; empty for a store with no events.
+std::vector<StepWindow> analysis_windows(const EventStore& store);
+
+// The thread with the most host ranges (-1 if none): explains gaps on
+// devices whose launches could not be matched.
+int64_t busiest_thread(const EventStore& store);
+
+}  // namespace gpuutil
