@@ -15,8 +15,11 @@ dpkg -s nlohmann-json3-dev >/dev/null 2>&1 || need_apt+=(nlohmann-json3-dev)
 dpkg -s libsimdjson-dev >/dev/null 2>&1 || need_apt+=(libsimdjson-dev)
 dpkg -s libgtest-dev >/dev/null 2>&1 || need_apt+=(libgtest-dev libgmock-dev)
 dpkg -s zlib1g-dev >/dev/null 2>&1 || need_apt+=(zlib1g-dev)
+dpkg -s libdeflate-dev >/dev/null 2>&1 || need_apt+=(libdeflate-dev)
 command -v ninja >/dev/null 2>&1 || need_apt+=(ninja-build)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
+# Headless browser for the HTML report test (tests/python/test_export_html.py).
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "[bootstrap] installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -30,11 +33,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PY=.venv/bin/python
 stamp=.venv/.gpuutil-dev-reqs
-if [ ! -f "$stamp" ] || ! cmp -s requirements-dev.txt "$stamp"; then
+if [ ! -f "$stamp" ] || ! cat requirements-torch.txt requirements-dev.txt | cmp -s - "$stamp"; then
   echo "[bootstrap] installing pinned dev tools"
   $PY -m pip install -q --upgrade pip >/dev/null
-  $PY -m pip install -q -r requirements-dev.txt
-  cp requirements-dev.txt "$stamp"
+  # torch first, pinned (CPU build here), so nothing later pulls a CUDA torch.
+  $PY -m pip install -q -r requirements-torch.txt
+  $PY -m pip install -q -r requirements-dev.txt -c requirements-torch.txt
+  cat requirements-torch.txt requirements-dev.txt > "$stamp"
+  $PY -c 'import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith("2.13.0") else "torch " + v + " is not 2.13.0")'
 fi
 
 echo "[bootstrap] building gpuutil (build/, incremental)"
@@ -44,3 +50,10 @@ $PY -m pip install -q --no-build-isolation --no-deps \
   -Ccmake.define.GPUUTIL_BUILD_BENCHMARKS=ON \
   -Ccmake.define.CMAKE_EXPORT_COMPILE_COMMANDS=ON \
   .
+
+# The LibTorch RecordFunction hook, compiled against the installed torch
+# (about a minute the first time; cached per torch version, see
+# docs/pytorch.md). Without it gpuutil falls back to Python-level hooks.
+echo "[bootstrap] building the LibTorch hook (cached per torch version)"
+$PY -m gpuutil.torch.build >/dev/null ||
+  echo "[bootstrap] warning: the LibTorch hook did not build; gpuutil will use Python-level hooks"

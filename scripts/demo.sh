@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The main job: installs gpuutil into .venv (idempotent) and prints the
-# per-step report of a real ResNet-50 training trace recorded on a V100.
+# The main demo: installs gpuutil (and torch 2.13, CPU build) into .venv
+# (idempotent), then runs the example PyTorch training loop with a planted
+# DataLoader stall (num_workers=0, 4 ms sleep per sample, 8 samples a batch)
+# under gpuutil.profile(): prints the per-step host breakdown and the top
+# finding, and writes one JSON report per step to build/demo/steps.jsonl.
+# Extra arguments go to examples/train.py (e.g. --item, --tiny-batch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
-traces="${GPUUTIL_TRACES_DIR:-../shared/traces}"
-.venv/bin/gpuutil analyze "$traces/kineto_resnet50_nw4_v100.json.gz" "$@"
+mkdir -p build/demo
+.venv/bin/python examples/train.py --slow-loader-ms 4 --steps 8 --output build/demo/steps.jsonl "$@"

@@ -35,6 +35,9 @@
 namespace py = pybind11;
 
 void bind_session(py::module_& m);  // session_bindings.cpp
+void bind_export(py::module_& m);   // export_bindings.cpp
+void bind_nvml(py::module_& m);     // nvml_bindings.cpp
+void bind_live(py::module_& m);     // live_bindings.cpp
 
 namespace {
 
@@ -137,6 +140,9 @@ PYBIND11_MODULE(_core, m, py::mod_gil_not_used()) {
         "Raises TraceError (a ValueError) 'cannot read PATH: ERROR' when a file cannot be read.\n"
         "The GIL is released while the C++ core works.");
   bind_session(m);
+  bind_export(m);
+  bind_nvml(m);
+  bind_live(m);
   m.def("version", []() { return std::string(GPUUTIL_VERSION); }, "The gpuutil library version.");
   m.def("report_schema", []() { return std::string(gpuutil::kReportSchema); },
         "The JSON report schema id, e.g. 'gpuutil.report/1'.");

@@ -28,6 +28,26 @@ from gpuutil._api import (
 )
 from gpuutil._profile import Profile, profile, register_collector
 
+try:  # live CUPTI collector; gpuutil stays usable (host-only) without it
+    from gpuutil import _live  # noqa: F401
+except ImportError:  # pragma: no cover - a build without live_bindings
+    pass
+
+
+def _torch_collector(prof: Profile):  # type: ignore[no-untyped-def]
+    # The PyTorch hook attaches only when the program already imported torch:
+    # `import gpuutil` itself never imports it.
+    import sys
+
+    if "torch" not in sys.modules:
+        return None
+    from gpuutil.torch import TorchCollector
+
+    return TorchCollector(prof)
+
+
+register_collector(_torch_collector)
+
 __all__ = [
     "DIAGNOSTICS",
     "DTYPES",

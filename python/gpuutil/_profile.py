@@ -131,6 +131,14 @@ class Profile:
         self._findings: Dict[str, Dict[str, Any]] = {}
         self._steps = 0
         self._wall_ns = 0
+        #: How step boundaries were found: "user" (prof.step()),
+        #: "optimizer_step" (automatic, from optimizer step hooks) or None.
+        self.steps_source: Optional[str] = None
+        # Diagnostics every step's report carries: (name, example) pairs
+        # that collectors add at start (e.g. torch_hook_fallback).
+        self.step_diagnostics: List["tuple[str, str]"] = []
+        self._auto_start_ns = 0
+        self._host = _HostTotals()
         self.thread = self._session.thread_index(os.getpid(), _thread_id(), "main")
 
     # -- lifecycle -----------------------------------------------------
@@ -141,10 +149,17 @@ class Profile:
         self._running = True
         gpu = False
         for factory in _COLLECTOR_FACTORIES:
-            collector = factory(self)
-            if collector is None:
+            # A collector that fails to set up must not stop the training
+            # job: it is reported like one that cannot run.
+            try:
+                collector = factory(self)
+                if collector is None:
+                    continue
+                reason = collector.start(self)
+            except Exception as e:  # noqa: BLE001 - reported, not raised
+                name = getattr(factory, "__module__", "collector")
+                self._off_reasons.append(f"{name}: failed to start: {type(e).__name__}: {e}")
                 continue
-            reason = collector.start(self)
             if reason is None:
                 self._collectors.append(collector)
                 gpu = gpu or getattr(collector, "collects_gpu", False)
@@ -152,6 +167,7 @@ class Profile:
                 self._off_reasons.append(f"{collector.name}: {reason}")
         if not gpu and not any("cupti" in r.lower() for r in self._off_reasons):
             self._off_reasons.insert(0, NO_GPU_COLLECTOR_REASON)
+        self._auto_start_ns = _core.now_ns()
         _live_profiles.add(self)
         return self
 
@@ -185,12 +201,40 @@ class Profile:
     def begin_step(self, step: int) -> None:
         if not self._running:
             raise RuntimeError("the profile is not running: use `with gpuutil.profile() as prof:`")
-        for reason in self._off_reasons:
-            self._session.count("gpu_collection_off", 1, reason)
+        self.steps_source = "user"
+        self._count_step_diagnostics()
         self._session.begin_step(step, _core.now_ns())
 
     def end_step(self) -> None:
+        self._end_step_at(_core.now_ns())
+
+    def auto_step_boundary(self) -> bool:
+        """Ends an automatic step now; called by optimizer step hooks.
+
+        Automatic steps are contiguous: each runs from the previous boundary
+        (or the start of the profile) to the end of an ``optimizer.step()``,
+        so the input fetch, forward and backward before it belong to it.
+        Does nothing (returns False) once the user marks steps with
+        :meth:`step`.
+        """
+        if not self._running or self.steps_source == "user":
+            return False
+        self.steps_source = "optimizer_step"
         now = _core.now_ns()
+        self._count_step_diagnostics()
+        self._session.begin_step(self._next_step, self._auto_start_ns)
+        self._next_step += 1
+        self._auto_start_ns = now
+        self._end_step_at(now)
+        return True
+
+    def _count_step_diagnostics(self) -> None:
+        for reason in self._off_reasons:
+            self._session.count("gpu_collection_off", 1, reason)
+        for name, example in self.step_diagnostics:
+            self._session.count(name, 1, example)
+
+    def _end_step_at(self, now: int) -> None:
         self._session.end_step(now)
         complete = now
         for c in self._collectors:
@@ -232,11 +276,16 @@ class Profile:
             "findings": findings,
             "top_finding": findings[0] if findings else None,
             "gpu_collection_off": self.gpu_collection_off,
+            "steps_source": self.steps_source,
+            "host": self._host.summary(),
         }
 
     def _deliver(self, lines: List[str]) -> None:
         for line in lines:
             report = json.loads(line)
+            if self.steps_source is not None:
+                for src in report.get("sources", []):
+                    src["steps_source"] = self.steps_source
             self.reports.append(report)
             self._accumulate(report)
             if self._on_step is not None:
@@ -246,6 +295,7 @@ class Profile:
         for step in report.get("steps", []):
             self._steps += 1
             self._wall_ns += step["wall_ns"]
+            self._host.add(step.get("host", []))
             for d in step["devices"]:
                 t = self._totals.setdefault(
                     (d["rank"], d["device"]), {"name": d["name"], "wall_ns": 0, **{k: 0 for k in _BREAKDOWN_KEYS}}
@@ -258,6 +308,28 @@ class Profile:
                                                       "recoverable_ns": 0, "steps": 0})
             agg["recoverable_ns"] += f["recoverable_ns"]
             agg["steps"] += 1
+
+
+class _HostTotals:
+    """Run totals of the per-thread host breakdown (steps[].host)."""
+
+    def __init__(self) -> None:
+        self._threads: Dict[tuple, Dict[str, Any]] = {}
+
+    def add(self, hosts: List[Dict[str, Any]]) -> None:
+        for h in hosts:
+            t = self._threads.setdefault(
+                (h.get("rank", 0), h["tid"]),
+                {"rank": h.get("rank", 0), "tid": h["tid"], "name": h["name"], "steps": 0, "wall_ns": 0,
+                 "breakdown_ns": {k: 0 for k in h["breakdown_ns"]}},
+            )
+            t["steps"] += 1
+            t["wall_ns"] += h["wall_ns"]
+            for k, v in h["breakdown_ns"].items():
+                t["breakdown_ns"][k] = t["breakdown_ns"].get(k, 0) + v
+
+    def summary(self) -> List[Dict[str, Any]]:
+        return [dict(t, breakdown_ns=dict(t["breakdown_ns"])) for _, t in sorted(self._threads.items())]
 
 
 class _StepScope:
@@ -312,6 +384,14 @@ def profile(
                 with prof.step():
                     train_step(batch)
         print(prof.summary()["top_finding"])
+
+    Without ``prof.step()`` calls, steps come automatically from optimizer
+    step hooks when the program uses torch (one step per
+    ``optimizer.step()``, contiguous, so each holds its batch fetch);
+    ``summary()["steps_source"]`` says which was used. In a program that
+    imported torch, PyTorch's ranges (DataLoader waits, ``.item()``,
+    backward, optimizer) give each report a per-thread host breakdown
+    (``steps[].host``; docs/pytorch.md).
 
     Args:
         output: a JSON Lines file that gets one report per step (the rank is

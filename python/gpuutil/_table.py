@@ -114,6 +114,18 @@ def _steps_of(report: Dict[str, Any], dev: Dict[str, Any]) -> int:
     return n
 
 
+def _mean_health(report: Dict[str, Any], dev: Dict[str, Any], key: str) -> Optional[float]:
+    """Mean over the device's steps of a health value, None when never sampled."""
+    values = []
+    for step in report["steps"]:
+        for d in step["devices"]:
+            if d["device"] == dev["device"] and d["rank"] == dev["rank"]:
+                v = (d.get("health") or {}).get(key)
+                if v is not None:
+                    values.append(float(v))
+    return sum(values) / len(values) if values else None
+
+
 def device_summaries(report: Dict[str, Any]) -> List[str]:
     """A block per device: steps, wall, busy %, each bucket in ms and %, top culprit per cause."""
     multi = _multi_rank(report)
@@ -144,6 +156,9 @@ def device_summaries(report: Dict[str, Any]) -> List[str]:
         if dev.get("achieved_occupancy_est") is not None:
             extra.append(f"achieved occupancy est {_ratio_pct(dev['achieved_occupancy_est'])}")
         extra.append(f"MFU {_ratio_pct(dev.get('mfu'))}")
+        nvml = _mean_health(report, dev, "nvml_utilization_pct")
+        if nvml is not None:
+            extra.append(f"NVML utilization.gpu {nvml:.1f}% (duty cycle; exact busy {busy})")
         extra.append(f"kernels {dev['kernels']}")
         lines.append("  " + ", ".join(extra))
         lines.append("")
@@ -175,18 +190,43 @@ def diagnostics_lines(report: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def render_report(report: Dict[str, Any]) -> str:
-    """The full human-readable report, ending with a newline."""
+def findings_lines(report: Dict[str, Any]) -> List[str]:
+    """Every finding after the top one: title, evidence, recoverable time, fix."""
+    lines: List[str] = []
+    for i, f in enumerate(report.get("findings", [])[1:], 2):
+        lines.append(f"{i}. {f['title']}")
+        lines.append(f"   evidence: {f['evidence']}")
+        lines.append(f"   recoverable: {_ms(f['recoverable_ns'])} ms; fix: {f['fix']}")
+    if lines:
+        lines.insert(0, "Other findings:")
+    return lines
+
+
+def render_report(report: Dict[str, Any], finance: Optional[Any] = None) -> str:
+    """The full human-readable report, ending with a newline.
+
+    It leads with the top finding (the one with the most recoverable time).
+    ``finance``, a gpuutil.finance.FinanceInputs with any input set, adds
+    the cost / idle GPU time / OEE block.
+    """
     lines: List[str] = []
     for src in report.get("sources", []):
         lines.append(f"Trace {src['path']} (rank {src['rank']}, steps from {src['steps_source'] or '?'})")
-    if lines:
-        lines.append("")
+    lines.append(top_finding(report))
+    lines.append("")
     lines.extend(step_table(report))
     lines.append("")
     lines.extend(device_summaries(report))
     lines.append(outside_steps(report))
-    lines.append(top_finding(report))
+    others = findings_lines(report)
+    if others:
+        lines.append("")
+        lines.extend(others)
+    if finance is not None and finance.any():
+        from gpuutil.finance import finance_lines
+
+        lines.append("")
+        lines.extend(finance_lines(report, finance))
     diags = diagnostics_lines(report)
     if diags:
         lines.append("")

@@ -135,7 +135,8 @@ TEST(ReportJson, StepAndDeviceKeys) {
   const auto j = parse(report_to_json(full_report()));
   ASSERT_EQ(j["steps"].size(), 2u);
   const auto& step = j["steps"][1];
-  EXPECT_EQ(keys_of(step), (std::vector<std::string>{"step", "start_ns", "end_ns", "wall_ns", "devices"}));
+  EXPECT_EQ(keys_of(step), (std::vector<std::string>{"step", "start_ns", "end_ns", "wall_ns", "devices", "host"}));
+  EXPECT_TRUE(step["host"].is_array());  // per-thread host breakdown (docs/report-schema.md)
   EXPECT_EQ(step["step"], 11);
   EXPECT_EQ(step["start_ns"].get<int64_t>(), 1'000'001'000'000LL);
   ASSERT_EQ(step["devices"].size(), 1u);
@@ -144,7 +145,9 @@ TEST(ReportJson, StepAndDeviceKeys) {
             (std::vector<std::string>{"device", "rank", "name", "wall_ns", "busy_ns", "breakdown_ns", "idle_ns",
                                       "culprits", "kernels", "memcpys", "memsets", "short_kernels",
                                       "sm_efficiency_est", "achieved_occupancy_est", "memcpy", "communication",
-                                      "top_kernels", "launch_latency_ns", "flops", "peak_flops_per_s", "mfu"}));
+                                      "top_kernels", "launch_latency_ns", "flops", "peak_flops_per_s", "mfu",
+                                      "health"}));
+  EXPECT_TRUE(d["health"].is_null());  // no counter samples in this report
   EXPECT_EQ(keys_of(d["breakdown_ns"]), kBreakdownKeys);
   EXPECT_EQ(keys_of(d["culprits"]), kCauseKeys);
   EXPECT_EQ(keys_of(d["communication"]), (std::vector<std::string>{"total_ns", "overlap_ns", "overlap_pct"}));

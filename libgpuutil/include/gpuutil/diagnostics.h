@@ -43,7 +43,16 @@ const char* to_string(Severity s);
   X(session_events_dropped, kWarning, "live events dropped: the session's pending-event bound was hit") \
   X(step_end_without_begin, kWarning, "end_step() was called with no open step; ignored")               \
   X(sink_write_failed, kError, "a report could not be written to the JSON Lines file")                 \
-  X(gpu_collection_off, kWarning, "GPU activity is not collected in this session (see example: why)")
+  X(gpu_collection_off, kWarning, "GPU activity is not collected in this session (see example: why)") \
+  X(cupti_records_dropped, kWarning, "CUPTI dropped activity records (cuptiActivityGetNumDroppedRecords): device time is undercounted") \
+  X(cupti_buffer_starved, kWarning, "CUPTI asked for an activity buffer while gpuutil's pool was empty; that buffer's records were lost (raise the pool size)") \
+  X(cupti_buffer_invalid, kWarning, "CUPTI returned a NULL, foreign or over-long activity buffer, or a buffer that could not be parsed; skipped") \
+  X(cupti_record_unknown_kind, kInfo, "a CUPTI activity record of a kind gpuutil does not decode; ignored") \
+  X(cupti_timestamp_invalid, kWarning, "a CUPTI record had a zero or reversed timestamp; skipped") \
+  X(nvtx_collection_off, kInfo, "NVTX ranges are not collected in this session (see example: why)") \
+  X(nvtx_records_dropped, kWarning, "a thread's NVTX ring was full; ranges were lost (the drain thread fell behind)") \
+  X(torch_hook_fallback, kInfo, "the LibTorch RecordFunction hook is not loaded; PyTorch ranges come from Python-level hooks (see example: why)") \
+  X(torch_ranges_dropped, kWarning, "a thread's RecordFunction ring was full between two drains; PyTorch ranges were lost")
 
 enum class Diag : uint16_t {
 #define GPUUTIL_DIAG_ENUM(name, sev, desc) name,

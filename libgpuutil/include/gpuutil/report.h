@@ -50,6 +50,33 @@ struct NamedTime {
   uint64_t count = 0;
 };
 
+// Device health over one step, from sampled counters (CounterSample names in
+// docs/report-schema.md, "health"). Every field is std::nullopt when no
+// sample of its counter fell in (or, for cumulative counters, around) the
+// step. Gauges are the mean of the step's samples; *_bytes the maximum;
+// energy_j and throttle_*_ns the growth of a cumulative counter.
+struct DeviceHealth {
+  std::optional<double> nvml_utilization_pct;  // NVML utilization.gpu (duty cycle)
+  std::optional<double> sm_clock_mhz;
+  std::optional<double> sm_clock_max_mhz;
+  std::optional<double> mem_clock_mhz;
+  std::optional<double> mem_clock_max_mhz;
+  std::optional<double> power_w;
+  std::optional<double> energy_j;
+  std::optional<double> temperature_c;
+  std::optional<int64_t> throttle_power_ns;    // clock-event reasons: power cap / power brake
+  std::optional<int64_t> throttle_thermal_ns;  // clock-event reasons: HW / SW thermal slowdown
+  std::optional<double> fb_used_bytes;
+  std::optional<double> allocated_bytes;       // PyTorch caching allocator
+  std::optional<double> reserved_bytes;
+  std::optional<double> peak_allocated_bytes;
+  std::optional<double> gpm_sm_util_pct;       // GPM (Hopper+, opt-in)
+  std::optional<double> gpm_sm_occupancy_pct;
+  std::optional<double> gpm_tensor_util_pct;
+  std::optional<double> gpm_dram_bw_util_pct;
+  bool any() const;
+};
+
 struct DeviceStepReport {
   int32_t device = 0;
   int32_t rank = 0;
@@ -76,6 +103,34 @@ struct DeviceStepReport {
   std::optional<double> flops;       // FLOPs attributed to this step
   std::optional<double> peak_flops_per_s;
   std::optional<double> mfu;
+  DeviceHealth health;                // from counter samples; all-null without counters
+  int64_t total_memory_bytes = 0;     // device memory, 0 = unknown
+};
+
+// Where one host thread's time went during a step (docs/accounting.md,
+// "Host breakdown"): every ns of the step window in exactly one category,
+// so sum(breakdown_ns) == wall_ns.
+enum class HostCategory : uint8_t {
+  kDataloader,
+  kForward,
+  kBackward,
+  kOptimizer,
+  kHostSync,
+  kCollective,
+  kOther,
+};
+inline constexpr int kHostCategoryCount = 7;
+const char* to_string(HostCategory c);  // "dataloader", "forward", ...
+
+struct HostThreadStepReport {
+  int32_t rank = 0;
+  uint32_t thread = 0;  // index into the source's threads
+  int64_t tid = 0;
+  std::string name;     // thread name, "" when unknown
+  int64_t wall_ns = 0;  // == the step's wall_ns
+  std::array<int64_t, kHostCategoryCount> breakdown_ns{};
+  // Top ranges that won each category's time (at most AnalysisOptions::top_n).
+  std::array<std::vector<NamedTime>, kHostCategoryCount> culprits;
 };
 
 struct StepReport {
@@ -84,6 +139,7 @@ struct StepReport {
   int64_t end_ns = 0;
   int64_t wall_ns = 0;
   std::vector<DeviceStepReport> devices;
+  std::vector<HostThreadStepReport> host;  // per rank, per thread with host ranges in the step
 };
 
 struct Finding {

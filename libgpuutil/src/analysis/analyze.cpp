@@ -9,55 +9,20 @@
 #include <map>
 #include <unordered_map>
 
+#include "analysis/device_health.h"
 #include "analysis/device_timeline.h"
 #include "analysis/findings.h"
+#include "analysis/host_breakdown.h"
 #include "analysis/host_timeline.h"
 #include "analysis/idle_attribution.h"
 #include "analysis/step_metrics.h"
+#include "analysis/windows.h"
 #include "gpuutil/analysis.h"
 #include "gpuutil/peaks.h"
 
 namespace gpuutil {
 
 namespace {
-
-struct Span {
-  int64_t lo = std::numeric_limits<int64_t>::max();
-  int64_t hi = std::numeric_limits<int64_t>::min();
-  void add(int64_t a, int64_t b) {
-    lo = std::min(lo, a);
-    hi = std::max(hi, b);
-  }
-  bool empty() const { return hi < lo; }
-};
-
-Span event_span(const EventStore& s) {
-  Span span;
-  for (const auto& a : s.activities) span.add(a.start_ns, a.end_ns);
-  for (const auto& c : s.api_calls) span.add(c.start_ns, c.end_ns);
-  for (const auto& r : s.ranges) span.add(r.start_ns, r.end_ns);
-  for (const auto& w : s.steps) span.add(w.start_ns, w.end_ns);
-  return span;
-}
-
-// The thread with the most host ranges: explains gaps on devices whose
-// launches could not be matched.
-int64_t busiest_thread(const EventStore& s) {
-  std::vector<uint64_t> n(s.threads.size());
-  for (const auto& r : s.ranges) {
-    if (r.thread >= n.size()) n.resize(r.thread + 1);
-    ++n[r.thread];
-  }
-  int64_t best = -1;
-  uint64_t best_n = 0;
-  for (size_t t = 0; t < n.size(); ++t) {
-    if (n[t] > best_n) {
-      best = static_cast<int64_t>(t);
-      best_n = n[t];
-    }
-  }
-  return best;
-}
 
 // FLOPs reported by the trace's ops (with_flops), outermost ranges only so
 // nested ops are not counted twice. Sorted by start.
@@ -132,6 +97,8 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
                               s.ranges.size()});
     const auto devices = build_device_timelines(s);
     const auto host = build_host_timelines(s);
+    const HostBreakdownIndex host_index(s);
+    const CounterIndex counters(s);
     const int64_t fallback = busiest_thread(s);
     {
       uint64_t unmatched = 0;
@@ -144,11 +111,10 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
       }
     }
 
-    std::vector<StepWindow> windows = s.steps;
-    const Span span = event_span(s);
-    if (windows.empty() && !span.empty()) {
-      windows.push_back({0, span.lo, span.hi});
-      if (s.diagnostics.count(Diag::steps_missing) == 0) report.diagnostics.add(Diag::steps_missing);
+    const std::vector<StepWindow> windows = analysis_windows(s);
+    const EventSpan span = event_span(s);
+    if (s.steps.empty() && !windows.empty() && s.diagnostics.count(Diag::steps_missing) == 0) {
+      report.diagnostics.add(Diag::steps_missing);
     }
     if (si == 0) {
       report.summary.trace_span_ns = span.empty() ? 0 : span.hi - span.lo;
@@ -176,6 +142,10 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         step.end_ns = w.end_ns;
         step.wall_ns = w.wall_ns();
       }
+      for (auto& h : host_index.step(w.start_ns, w.end_ns, options.top_n)) {
+        h.rank = s.rank;
+        step.host.push_back(std::move(h));
+      }
       std::optional<double> step_flops;
       if (options.flops_per_step) {
         step_flops = *options.flops_per_step;
@@ -188,7 +158,9 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         d.rank = s.rank;
         const DeviceInfo* info = s.device_info(tl.device);
         if (info) d.name = info->name;
+        if (info) d.total_memory_bytes = info->total_memory_bytes;
         d.wall_ns = w.wall_ns();
+        if (!counters.empty()) d.health = counters.health(tl.device, w.start_ns, w.end_ns);
         auto& b = d.breakdown;
         b.compute_ns = covered_ns(tl.compute, w.start_ns, w.end_ns);
         b.communication_ns = covered_ns(tl.comm_only, w.start_ns, w.end_ns);

@@ -1,16 +1,37 @@
-// Finding rules (see findings.h and docs/findings.md).
+// Finding rules (see findings.h; every threshold is in docs/findings.md).
+//
+// Each rule reads one device's run totals (DeviceSummary) and, for counters
+// and memory, that device's per-step reports; it fires only when its
+// evidence crosses a documented threshold, says what it saw, estimates the
+// time a fix could recover, and names the fix. Rules never read collectors.
 #include "analysis/findings.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace gpuutil {
 
 namespace {
 
+// Shares of step wall time (xprof's input-bound convention).
 constexpr double kModerate = 0.05;  // xprof "moderately input-bound"
 constexpr double kHigh = 0.20;      // xprof "highly input-bound"
+// "Busy" rules only judge a device that is busy at least this share.
+constexpr double kBusyEnough = 0.50;
+// SM efficiency below this share of the busy share: kernels too narrow.
+constexpr double kSmEfficiencyOfBusy = 0.50;
+// Achieved occupancy (estimate) below this while busy: low occupancy.
+constexpr double kLowOccupancy = 0.25;
+// MFU below this while busy; recoverable time measured against kMfuTarget.
+constexpr double kLowMfu = 0.30;
+constexpr double kMfuTarget = 0.50;
+// Reserved memory at least this multiple of allocated, and at least kSlackBytes more.
+constexpr double kReservedOverAllocated = 2.0;
+constexpr double kSlackBytes = 1024.0 * 1024.0 * 1024.0;
+// Small job: SM efficiency and memory footprint both below this share of the device.
+constexpr double kSmallJob = 0.25;
 
 std::string ms(int64_t ns) {
   char buf[32];
@@ -22,13 +43,23 @@ std::string pct(double f) {
   std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
   return buf;
 }
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
 
-std::string top_culprit(const DeviceSummary& d, IdleCause c) {
-  const auto& v = d.culprits[static_cast<size_t>(c)];
-  for (const auto& n : v) {
-    if (!n.name.empty()) return n.name;
+// Names of up to n culprits of a cause, "a (12.0 ms), b (3.1 ms)".
+std::string culprit_list(const DeviceSummary& d, IdleCause c, size_t n) {
+  std::string out;
+  size_t k = 0;
+  for (const auto& t : d.culprits[static_cast<size_t>(c)]) {
+    if (t.name.empty()) continue;
+    if (k++ == n) break;
+    if (!out.empty()) out += ", ";
+    out += t.name + " (" + ms(t.ns) + ", x" + std::to_string(t.count) + ")";
   }
-  return "";
+  return out;
 }
 
 struct IdleRule {
@@ -56,57 +87,196 @@ constexpr IdleRule kIdleRules[] = {
      "torch.compile, or overlap it with device work"},
 };
 
+// Health of one device over the run, folded from its step reports.
+struct RunHealth {
+  int64_t throttle_power_ns = 0;
+  int64_t throttle_thermal_ns = 0;
+  bool throttle_known = false;
+  double sm_clock_sum = 0, sm_clock_max = 0;
+  size_t sm_clock_n = 0;
+  std::optional<double> allocated_max, reserved_max, fb_used_max;
+  std::optional<double> power_w_max, temperature_c_max;
+  int64_t total_memory_bytes = 0;
+  uint64_t short_kernels = 0, kernels = 0;
+};
+
+void keep_max(std::optional<double>& into, const std::optional<double>& v) {
+  if (v) into = into ? std::max(*into, *v) : *v;
+}
+
+RunHealth run_health(const Report& report, const DeviceSummary& d) {
+  RunHealth h;
+  for (const auto& step : report.steps) {
+    for (const auto& s : step.devices) {
+      if (s.device != d.device || s.rank != d.rank) continue;
+      const DeviceHealth& x = s.health;
+      if (x.throttle_power_ns || x.throttle_thermal_ns) h.throttle_known = true;
+      h.throttle_power_ns += x.throttle_power_ns.value_or(0);
+      h.throttle_thermal_ns += x.throttle_thermal_ns.value_or(0);
+      if (x.sm_clock_mhz && x.sm_clock_max_mhz && *x.sm_clock_max_mhz > 0) {
+        h.sm_clock_sum += *x.sm_clock_mhz;
+        h.sm_clock_max = std::max(h.sm_clock_max, *x.sm_clock_max_mhz);
+        ++h.sm_clock_n;
+      }
+      keep_max(h.allocated_max, x.peak_allocated_bytes ? x.peak_allocated_bytes : x.allocated_bytes);
+      keep_max(h.reserved_max, x.reserved_bytes);
+      keep_max(h.fb_used_max, x.fb_used_bytes);
+      keep_max(h.power_w_max, x.power_w);
+      keep_max(h.temperature_c_max, x.temperature_c);
+      h.total_memory_bytes = std::max(h.total_memory_bytes, s.total_memory_bytes);
+      h.short_kernels += s.short_kernels;
+      h.kernels += s.kernels;
+    }
+  }
+  return h;
+}
+
+Finding make(const char* id, std::string title, std::string evidence, const char* fix, int64_t recoverable_ns,
+             double wall) {
+  Finding f;
+  f.id = id;
+  f.title = std::move(title);
+  f.evidence = std::move(evidence);
+  f.fix = fix;
+  f.recoverable_ns = std::max<int64_t>(0, recoverable_ns);
+  f.share_of_wall = wall > 0 ? static_cast<double>(f.recoverable_ns) / wall : 0.0;
+  return f;
+}
+
+void device_findings(const Report& report, const DeviceSummary& d, std::vector<Finding>& out) {
+  const double wall = static_cast<double>(d.wall_ns);
+  const std::string where = "rank " + std::to_string(d.rank) + " device " + std::to_string(d.device);
+  const double steps = std::max<double>(1.0, static_cast<double>(report.summary.steps));
+  const RunHealth h = run_health(report, d);
+
+  // Idle, by cause.
+  for (const auto& rule : kIdleRules) {
+    const int64_t ns = d.breakdown.idle_ns[static_cast<size_t>(rule.cause)];
+    const double share = static_cast<double>(ns) / wall;
+    if (share < kModerate) continue;
+    std::string evidence = ms(static_cast<int64_t>(static_cast<double>(ns) / steps)) + " per step (" + ms(ns) +
+                           " of " + ms(d.wall_ns) + ")";
+    const std::string culprits = culprit_list(d, rule.cause, rule.cause == IdleCause::kHostSync ? 3 : 1);
+    if (!culprits.empty()) {
+      evidence += rule.cause == IdleCause::kHostSync ? "; culprit ops: " : "; top culprit: ";
+      evidence += culprits;
+    }
+    if (rule.cause == IdleCause::kLaunch && h.kernels > 0) {
+      evidence += "; " + pct(static_cast<double>(h.short_kernels) / static_cast<double>(h.kernels)) +
+                  " of kernels are short";
+    }
+    out.push_back(make(rule.id,
+                       std::string(share >= kHigh ? "Highly" : "Moderately") + " bound: " + rule.what + " " +
+                           pct(share) + " of step time on " + where,
+                       std::move(evidence), rule.fix, ns, wall));
+  }
+
+  // Exposed communication: collective kernels running with nothing to hide them.
+  const double comm_share = static_cast<double>(d.breakdown.communication_ns) / wall;
+  if (comm_share >= kModerate) {
+    out.push_back(make("exposed_communication",
+                       "Exposed communication: collective kernels run alone " + pct(comm_share) +
+                           " of step time on " + where,
+                       ms(d.breakdown.communication_ns) + " of communication not overlapped by compute",
+                       "overlap communication with compute: tune DDP bucket_cap_mb, FSDP prefetching, or accumulate "
+                       "gradients (no_sync) to communicate less often",
+                       d.breakdown.communication_ns, wall));
+  }
+
+  const double busy_share = static_cast<double>(d.breakdown.busy_ns()) / wall;
+  // Busy but narrow kernels: low estimated SM efficiency.
+  if (d.sm_efficiency_est && busy_share >= kBusyEnough && *d.sm_efficiency_est < kSmEfficiencyOfBusy * busy_share) {
+    out.push_back(make("low_sm_efficiency",
+                       "Busy but narrow: estimated SM efficiency " + pct(*d.sm_efficiency_est) + " while busy " +
+                           pct(busy_share) + " on " + where,
+                       "kernels launch fewer blocks than the device has SMs for much of the busy time",
+                       "fuse small kernels (torch.compile), raise the batch size, or run several jobs per GPU "
+                       "(MPS/MIG)",
+                       static_cast<int64_t>((busy_share - *d.sm_efficiency_est) * wall * 0.5), wall));
+  }
+  // Busy but low occupancy.
+  if (d.achieved_occupancy_est && busy_share >= kBusyEnough && *d.achieved_occupancy_est < kLowOccupancy) {
+    out.push_back(make("low_occupancy",
+                       "Busy but low occupancy: estimated achieved occupancy " + pct(*d.achieved_occupancy_est) +
+                           " while busy " + pct(busy_share) + " on " + where,
+                       "launch configurations (block size, registers, shared memory) leave most warp slots empty",
+                       "fuse small kernels, use larger blocks / fewer registers per thread (torch.compile max-autotune "
+                       "picks configs), or raise the batch size",
+                       static_cast<int64_t>(static_cast<double>(d.breakdown.compute_ns) *
+                                            (1.0 - *d.achieved_occupancy_est / kLowOccupancy) * 0.5),
+                       wall));
+  }
+  // Busy but low MFU.
+  if (d.mfu && busy_share >= kBusyEnough && *d.mfu < kLowMfu) {
+    const double mfu_while_busy = *d.mfu / busy_share;
+    const double recover = static_cast<double>(d.breakdown.busy_ns()) * std::max(0.0, 1.0 - mfu_while_busy / kMfuTarget);
+    out.push_back(make("low_mfu",
+                       "Busy but low MFU: " + pct(*d.mfu) + " of peak FLOP/s while busy " + pct(busy_share) + " on " +
+                           where,
+                       "MFU " + pct(*d.mfu) + " (" + pct(mfu_while_busy) + " of peak while busy); threshold " +
+                           pct(kLowMfu),
+                       "use bf16/fp16 autocast or fp8, keep matmuls on the tensor-core path (TF32 on, aligned shapes: "
+                       "multiples of 8/16), and fuse memory-bound ops",
+                       static_cast<int64_t>(recover), wall));
+  }
+  // Throttling: clock-event reasons from counters.
+  const int64_t throttled_ns = h.throttle_power_ns + h.throttle_thermal_ns;
+  if (h.throttle_known && static_cast<double>(throttled_ns) / wall >= kModerate) {
+    const bool thermal = h.throttle_thermal_ns > h.throttle_power_ns;
+    std::string evidence = "clocks held down " + ms(throttled_ns) + " of " + ms(d.wall_ns) + " (power " +
+                           ms(h.throttle_power_ns) + ", thermal " + ms(h.throttle_thermal_ns) + ")";
+    int64_t recover = 0;
+    if (h.sm_clock_n > 0) {
+      const double mean_clock = h.sm_clock_sum / static_cast<double>(h.sm_clock_n);
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "; mean SM clock %.0f of %.0f MHz", mean_clock, h.sm_clock_max);
+      evidence += buf;
+      recover = static_cast<int64_t>(static_cast<double>(throttled_ns) * busy_share *
+                                     std::max(0.0, 1.0 - mean_clock / h.sm_clock_max));
+    }
+    if (h.power_w_max) evidence += "; peak power " + std::to_string(static_cast<int>(*h.power_w_max)) + " W";
+    if (h.temperature_c_max) evidence += "; peak " + std::to_string(static_cast<int>(*h.temperature_c_max)) + " C";
+    out.push_back(make("throttling",
+                       std::string(thermal ? "Thermal" : "Power") + " throttling " +
+                           pct(static_cast<double>(throttled_ns) / wall) + " of step time on " + where,
+                       std::move(evidence),
+                       "not a code problem: check cooling, power limits (nvidia-smi -q -d PERFORMANCE,POWER) and "
+                       "neighbouring jobs; compare against an unthrottled node before tuning code",
+                       recover, wall));
+  }
+  // Reserved memory far above allocated.
+  if (h.reserved_max && h.allocated_max && *h.reserved_max >= kReservedOverAllocated * *h.allocated_max &&
+      *h.reserved_max - *h.allocated_max >= kSlackBytes) {
+    out.push_back(make("reserved_memory",
+                       "Allocator holds " + gib(*h.reserved_max - *h.allocated_max) + " reserved but unused on " +
+                           where,
+                       "peak reserved " + gib(*h.reserved_max) + " vs peak allocated " + gib(*h.allocated_max),
+                       "tune the caching allocator: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, avoid varying "
+                       "tensor shapes per step, and do not call torch.cuda.empty_cache() in the loop",
+                       0, wall));
+  }
+  // Small job on a big GPU: narrow kernels and a small memory footprint.
+  std::optional<double> footprint = h.fb_used_max;
+  keep_max(footprint, h.reserved_max);
+  if (d.sm_efficiency_est && *d.sm_efficiency_est < kSmallJob && footprint && h.total_memory_bytes > 0 &&
+      *footprint < kSmallJob * static_cast<double>(h.total_memory_bytes)) {
+    out.push_back(make("small_job",
+                       "Small job on a big GPU: estimated SM efficiency " + pct(*d.sm_efficiency_est) + ", memory " +
+                           pct(*footprint / static_cast<double>(h.total_memory_bytes)) + " of the device on " + where,
+                       "footprint " + gib(*footprint) + " of " + gib(static_cast<double>(h.total_memory_bytes)) +
+                           "; most SMs idle even while busy",
+                       "share the GPU: MIG partitions or MPS for several such jobs, or a smaller GPU",
+                       0, wall));
+  }
+}
+
 }  // namespace
 
 std::vector<Finding> derive_findings(const Report& report) {
   std::vector<Finding> out;
   for (const auto& d : report.summary.devices) {
     if (d.wall_ns <= 0) continue;
-    const double wall = static_cast<double>(d.wall_ns);
-    const std::string where = "rank " + std::to_string(d.rank) + " device " + std::to_string(d.device);
-    const double steps = std::max<double>(1.0, static_cast<double>(report.summary.steps));
-    for (const auto& rule : kIdleRules) {
-      const int64_t ns = d.breakdown.idle_ns[static_cast<size_t>(rule.cause)];
-      const double share = static_cast<double>(ns) / wall;
-      if (share < kModerate) continue;
-      Finding f;
-      f.id = rule.id;
-      f.title = std::string(share >= kHigh ? "Highly" : "Moderately") + " bound: " + rule.what + " " + pct(share) +
-                " of step time on " + where;
-      f.evidence = ms(static_cast<int64_t>(static_cast<double>(ns) / steps)) + " per step (" + ms(ns) +
-                   " of " + ms(d.wall_ns) + ")";
-      const std::string culprit = top_culprit(d, rule.cause);
-      if (!culprit.empty()) f.evidence += "; top culprit: " + culprit;
-      f.fix = rule.fix;
-      f.recoverable_ns = ns;
-      f.share_of_wall = share;
-      out.push_back(std::move(f));
-    }
-    // Exposed communication: collective kernels running with nothing to hide them.
-    const double comm_share = static_cast<double>(d.breakdown.communication_ns) / wall;
-    if (comm_share >= kModerate) {
-      Finding f;
-      f.id = "exposed_communication";
-      f.title = "Exposed communication: collective kernels run alone " + pct(comm_share) + " of step time on " + where;
-      f.evidence = ms(d.breakdown.communication_ns) + " of communication not overlapped by compute";
-      f.fix = "overlap communication with compute: tune DDP bucket_cap_mb, FSDP prefetching, or accumulate gradients";
-      f.recoverable_ns = d.breakdown.communication_ns;
-      f.share_of_wall = comm_share;
-      out.push_back(std::move(f));
-    }
-    // Busy but with small kernels: low estimated SM efficiency.
-    const double busy_share = static_cast<double>(d.breakdown.busy_ns()) / wall;
-    if (d.sm_efficiency_est && busy_share >= 0.5 && *d.sm_efficiency_est < 0.5 * busy_share) {
-      Finding f;
-      f.id = "low_sm_efficiency";
-      f.title = "Busy but narrow: estimated SM efficiency " + pct(*d.sm_efficiency_est) + " while busy " +
-                pct(busy_share) + " on " + where;
-      f.evidence = "kernels launch fewer blocks than the device has SMs for much of the busy time";
-      f.fix = "fuse small kernels (torch.compile), raise the batch size, or run several jobs per GPU (MPS/MIG)";
-      f.recoverable_ns = static_cast<int64_t>((busy_share - *d.sm_efficiency_est) * wall * 0.5);
-      f.share_of_wall = static_cast<double>(f.recoverable_ns) / wall;
-      out.push_back(std::move(f));
-    }
+    device_findings(report, d, out);
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return a.recoverable_ns > b.recoverable_ns; });

@@ -10,8 +10,10 @@ namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
-void credit(IdleAccount& out, IdleCause cause, NameId name, int64_t ns) {
+void credit(IdleAccount& out, IdleCause cause, NameId name, int64_t from_ns, int64_t to_ns) {
+  const int64_t ns = to_ns - from_ns;
   if (ns <= 0) return;
+  if (out.segments) out.segments->push_back({from_ns, to_ns, cause, name});
   const auto c = static_cast<size_t>(cause);
   out.idle_ns[c] += ns;
   auto& t = out.culprits[c][name];
@@ -54,7 +56,7 @@ void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_
     long i = find_containing(th.dataloader, cur);
     if (i >= 0) {
       const int64_t end = std::min(next, y);
-      credit(out, IdleCause::kDataloader, th.dataloader[i].name, end - cur);
+      credit(out, IdleCause::kDataloader, th.dataloader[i].name, cur, end);
       cur = end;
       continue;
     }
@@ -62,7 +64,7 @@ void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_
     i = find_containing(th.collective, cur);
     if (i >= 0) {
       const int64_t end = std::min(next, y);
-      credit(out, IdleCause::kCollective, th.collective[i].name, end - cur);
+      credit(out, IdleCause::kCollective, th.collective[i].name, cur, end);
       cur = end;
       continue;
     }
@@ -70,15 +72,15 @@ void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_
     i = find_containing(th.sync, cur);
     if (i >= 0) {
       const int64_t end = std::min(next, y);
-      credit(out, IdleCause::kHostSync, th.sync[i].name, end - cur);
+      credit(out, IdleCause::kHostSync, th.sync[i].name, cur, end);
       cur = end;
       continue;
     }
     const int64_t end = std::min(next, y);
     if (drain_from <= cur) {
-      credit(out, IdleCause::kHostSync, drain_name, end - cur);
+      credit(out, IdleCause::kHostSync, drain_name, cur, end);
     } else {
-      credit(out, IdleCause::kHost, outermost_name(th, cur), end - cur);
+      credit(out, IdleCause::kHost, outermost_name(th, cur), cur, end);
     }
     cur = end;
   }
@@ -111,11 +113,11 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
   int64_t host_end = b;
   if (launch_from != kNever) {
     host_end = std::clamp(launch_from, a, b);
-    credit(out, IdleCause::kLaunch, launch_name, b - host_end);
+    credit(out, IdleCause::kLaunch, launch_name, host_end, b);
   }
   if (host_end <= a) return;
   if (thread < 0 || static_cast<size_t>(thread) >= host.threads.size() || !host.threads[thread].has_events) {
-    credit(out, IdleCause::kUnattributed, kNoName, host_end - a);
+    credit(out, IdleCause::kUnattributed, kNoName, a, host_end);
     return;
   }
   split_by_host_state(host.threads[thread], a, a, host_end, out);

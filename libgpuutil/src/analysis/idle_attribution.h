@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include "analysis/device_timeline.h"
 #include "analysis/host_timeline.h"
@@ -31,9 +32,21 @@ struct CulpritTally {
   uint64_t count = 0;
 };
 
+// One attributed piece of an idle gap: [start_ns, end_ns) credited to cause.
+struct IdleSegment {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  IdleCause cause = IdleCause::kUnattributed;
+  NameId culprit = kNoName;
+};
+
 struct IdleAccount {
   std::array<int64_t, kIdleCauseCount> idle_ns{};
   std::array<std::unordered_map<NameId, CulpritTally>, kIdleCauseCount> culprits;
+  // Optional output (timeline exporters): when set, every credited piece is
+  // appended (pieces are disjoint; sort by start_ns for time order); the
+  // totals above are unaffected.
+  std::vector<IdleSegment>* segments = nullptr;
 };
 
 // Attributes every idle nanosecond of `device` inside [lo_ns, hi_ns).

@@ -99,6 +99,33 @@ Json memcpy_json(const DeviceStepReport& d) {
   return j;
 }
 
+// Device health from counters (docs/report-schema.md, "health"); null when
+// the step had no counter samples for the device.
+Json health_json(const DeviceHealth& h) {
+  if (!h.any()) return Json(nullptr);
+  auto opt_int = [](const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); };
+  Json j = Json::object();
+  j["nvml_utilization_pct"] = optional_double(h.nvml_utilization_pct);
+  j["sm_clock_mhz"] = optional_double(h.sm_clock_mhz);
+  j["sm_clock_max_mhz"] = optional_double(h.sm_clock_max_mhz);
+  j["mem_clock_mhz"] = optional_double(h.mem_clock_mhz);
+  j["mem_clock_max_mhz"] = optional_double(h.mem_clock_max_mhz);
+  j["power_w"] = optional_double(h.power_w);
+  j["energy_j"] = optional_double(h.energy_j);
+  j["temperature_c"] = optional_double(h.temperature_c);
+  j["throttle_power_ns"] = opt_int(h.throttle_power_ns);
+  j["throttle_thermal_ns"] = opt_int(h.throttle_thermal_ns);
+  j["fb_used_bytes"] = optional_double(h.fb_used_bytes);
+  j["allocated_bytes"] = optional_double(h.allocated_bytes);
+  j["reserved_bytes"] = optional_double(h.reserved_bytes);
+  j["peak_allocated_bytes"] = optional_double(h.peak_allocated_bytes);
+  j["gpm_sm_util_pct"] = optional_double(h.gpm_sm_util_pct);
+  j["gpm_sm_occupancy_pct"] = optional_double(h.gpm_sm_occupancy_pct);
+  j["gpm_tensor_util_pct"] = optional_double(h.gpm_tensor_util_pct);
+  j["gpm_dram_bw_util_pct"] = optional_double(h.gpm_dram_bw_util_pct);
+  return j;
+}
+
 Json device_step_json(const DeviceStepReport& d) {
   Json j = Json::object();
   j["device"] = d.device;
@@ -130,6 +157,26 @@ Json device_step_json(const DeviceStepReport& d) {
   j["flops"] = optional_double(d.flops);
   j["peak_flops_per_s"] = optional_double(d.peak_flops_per_s);
   j["mfu"] = optional_double(d.mfu);
+  j["health"] = health_json(d.health);
+  return j;
+}
+
+Json host_thread_json(const HostThreadStepReport& h) {
+  Json j = Json::object();
+  j["rank"] = h.rank;
+  j["thread"] = h.thread;
+  j["tid"] = h.tid;
+  j["name"] = h.name;
+  j["wall_ns"] = h.wall_ns;
+  Json b = Json::object();
+  Json c = Json::object();
+  for (int i = 0; i < kHostCategoryCount; ++i) {
+    const char* key = to_string(static_cast<HostCategory>(i));
+    b[key] = h.breakdown_ns[static_cast<size_t>(i)];
+    c[key] = named_times_json(h.culprits[static_cast<size_t>(i)]);
+  }
+  j["breakdown_ns"] = std::move(b);
+  j["culprits"] = std::move(c);
   return j;
 }
 
@@ -142,6 +189,9 @@ Json step_json(const StepReport& s) {
   Json devices = Json::array();
   for (const auto& d : s.devices) devices.push_back(device_step_json(d));
   j["devices"] = std::move(devices);
+  Json host = Json::array();
+  for (const auto& h : s.host) host.push_back(host_thread_json(h));
+  j["host"] = std::move(host);
   return j;
 }
 

@@ -1,0 +1,136 @@
+"""Overhead of gpuutil on a small CPU training loop, against torch.profiler.
+
+Runs the same loop (a 3-layer MLP, synthetic data, SGD, one DataLoader
+fetch per step) in interleaved rounds under four settings and reports, per
+setting, the median over rounds of steps/s (wall clock) and of process CPU
+time per step (all threads; far less disturbed than wall time when other
+jobs share the machine), each with the overhead relative to the plain loop:
+
+  baseline           no profiler
+  gpuutil            gpuutil.profile() with the LibTorch hook (default)
+  gpuutil-python     gpuutil.profile() with the Python-level fallback hooks
+  torch.profiler     torch.profiler.profile(activities=[CPU]), prof.step() per step
+
+    python benchmarks/bench_torch_overhead.py [--steps 60] [--rounds 5] [--width 1024] [--markdown]
+
+Steps are found automatically by gpuutil (optimizer hooks); torch.profiler
+gets prof.step() each step. The loop runs on one intra-op thread so that
+rounds are comparable on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import time
+
+import torch
+
+import gpuutil
+
+
+def make_loop(width: int, batch: int):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(),
+        torch.nn.Linear(width, 10),
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = torch.utils.data.TensorDataset(torch.randn(batch * 8, width), torch.randint(0, 10, (batch * 8,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
+
+    def run(steps: int, on_step=None) -> "tuple[float, float]":
+        done = 0
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        while done < steps:
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if on_step is not None:
+                    on_step()
+                done += 1
+                if done == steps:
+                    break
+        return steps / (time.perf_counter() - t0), 1000.0 * (time.process_time() - c0) / steps
+
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--width", type=int, default=1024)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    run = make_loop(args.width, args.batch)
+    run(10)  # warm up
+
+    def gpuutil_ctx(hook: str):
+        @contextlib.contextmanager
+        def ctx():
+            old = os.environ.get("GPUUTIL_TORCH_HOOK")
+            os.environ["GPUUTIL_TORCH_HOOK"] = hook
+            try:
+                with gpuutil.profile():
+                    yield None
+            finally:
+                if old is None:
+                    os.environ.pop("GPUUTIL_TORCH_HOOK")
+                else:
+                    os.environ["GPUUTIL_TORCH_HOOK"] = old
+
+        return ctx
+
+    @contextlib.contextmanager
+    def torch_profiler():
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+            yield p.step
+
+    settings = {
+        "baseline": contextlib.nullcontext,
+        "gpuutil": gpuutil_ctx("libtorch"),
+        "gpuutil-python": gpuutil_ctx("python"),
+        "torch.profiler": torch_profiler,
+    }
+    rates = {k: [] for k in settings}
+    cpu_ms = {k: [] for k in settings}
+    for round_no in range(args.rounds):
+        # Alternate the order every round so slow drift in machine load
+        # does not favour the settings that run first.
+        order = list(settings.items())
+        for name, ctx in (order if round_no % 2 == 0 else order[::-1]):
+            with ctx() as step_fn:
+                rate, cpu = run(args.steps, step_fn)
+            rates[name].append(rate)
+            cpu_ms[name].append(cpu)
+    base = statistics.median(rates["baseline"])
+    base_cpu = statistics.median(cpu_ms["baseline"])
+    rows = []
+    for name in settings:
+        med = statistics.median(rates[name])
+        cpu = statistics.median(cpu_ms[name])
+        rows.append((name, med, 100.0 * (base / med - 1.0), cpu, 100.0 * (cpu / base_cpu - 1.0)))
+    if args.markdown:
+        print(f"| setting | steps/s (median of {args.rounds}) | wall overhead | CPU ms/step | CPU overhead |")
+        print("|---|---|---|---|---|")
+        for name, med, ov, cpu, cov in rows:
+            print(f"| {name} | {med:.2f} | {ov:+.2f}% | {cpu:.2f} | {cov:+.2f}% |")
+    else:
+        for name, med, ov, cpu, cov in rows:
+            print(f"{name:>15}: {med:8.2f} steps/s ({ov:+6.2f}%)  {cpu:7.2f} CPU ms/step ({cov:+6.2f}%)")
+    by = {r[0]: r for r in rows}
+    for label, col in (("wall", 2), ("CPU", 4)):
+        g, t = by["gpuutil"][col], by["torch.profiler"][col]
+        print(f"{label}: torch.profiler overhead / gpuutil overhead = " + (f"{t / g:.1f}x" if g > 0 else "n/a (gpuutil <= 0)"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+// Host breakdown: where each training thread's time went during a step.
+//
+// Internal to the analysis core, pure. For one step window and each host
+// thread with ranges in it, every nanosecond of the window goes to exactly
+// one HostCategory (dataloader, forward, backward, optimizer, host_sync,
+// collective, other), so the categories sum to the window's wall time
+// exactly. Where ranges nest, the highest-priority category wins (see
+// docs/accounting.md, "Host breakdown"); the range that won a stretch of
+// time is its culprit.
+//
+// Contract: build a HostBreakdownIndex once per store (it keeps a reference
+// to the store, which must outlive it), then call step() per window from
+// any thread; both only read the store.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gpuutil/events.h"
+#include "gpuutil/report.h"
+
+namespace gpuutil {
+
+// The host category a range category counts as (kOp/kAnnotation/kStep are
+// kOther).
+HostCategory host_category(RangeCategory c);
+
+class HostBreakdownIndex {
+ public:
+  explicit HostBreakdownIndex(const EventStore& store);
+
+  // One report per thread with at least one range (or blocking API call)
+  // overlapping [start_ns, end_ns), in thread order. Each report's
+  // breakdown_ns sums to end_ns - start_ns.
+  std::vector<HostThreadStepReport> step(int64_t start_ns, int64_t end_ns, size_t top_n) const;
+
+ private:
+  struct Item {
+    int64_t start_ns;
+    int64_t end_ns;
+    NameId name;
+    HostCategory category;
+    bool is_op;    // a framework op: names "other" time and API-level syncs
+    bool is_api;   // a blocking runtime call (named by its enclosing op)
+  };
+  const EventStore& store_;
+  std::vector<std::vector<Item>> by_thread_;  // sorted by start_ns
+};
+
+}  // namespace gpuutil

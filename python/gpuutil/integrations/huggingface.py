@@ -1,0 +1,51 @@
+"""Hugging Face ``TrainerCallback``: per-step gpuutil reports from ``Trainer.train``.
+
+::
+
+    trainer = Trainer(model, args, train_dataset=ds, callbacks=[GpuutilTrainerCallback("steps.jsonl")])
+
+The callback opens a ``gpuutil.profile()`` at ``on_train_begin`` and closes
+it at ``on_train_end``; steps come from the optimizer step hooks (the
+Trainer calls ``optimizer.step`` once per optimizer step, after gradient
+accumulation). Each step report goes to the ``sinks``. ``callback.prof`` is
+the Profile.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from transformers import TrainerCallback
+
+import gpuutil
+
+
+class GpuutilTrainerCallback(TrainerCallback):
+    """Profiles every optimizer step of ``Trainer.train`` with gpuutil."""
+
+    def __init__(
+        self,
+        output: Optional[str] = None,
+        *,
+        flops_per_step: Optional[float] = None,
+        dtype: str = "bf16",
+        sinks: Sequence[Callable[[Dict[str, Any]], None]] = (),
+    ) -> None:
+        self.output = output
+        self.flops_per_step = flops_per_step
+        self.dtype = dtype
+        self.sinks: List[Callable[[Dict[str, Any]], None]] = list(sinks)
+        self.prof: Optional[gpuutil.Profile] = None
+
+    def _on_step(self, report: Dict[str, Any]) -> None:
+        for sink in self.sinks:
+            sink(report)
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.prof = gpuutil.profile(
+            self.output, flops_per_step=self.flops_per_step, dtype=self.dtype, on_step=self._on_step
+        ).start()
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.prof is not None:
+            self.prof.stop()

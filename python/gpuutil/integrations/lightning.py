@@ -1,0 +1,67 @@
+"""Lightning ``Callback``: per-step gpuutil reports from ``Trainer.fit``.
+
+::
+
+    trainer = lightning.Trainer(callbacks=[GpuutilCallback(output="steps.jsonl")])
+
+The callback opens a ``gpuutil.profile()`` at ``on_train_start`` and closes
+it at ``on_train_end``. Steps come from the optimizer step hooks (Lightning
+calls ``optimizer.step``), so each step includes its batch fetch. Each step's
+flat metrics go to the trainer's loggers (``log_to_loggers``) and to any
+extra ``sinks``. ``callback.prof`` is the Profile (its ``reports`` and
+``summary()``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import lightning.pytorch as pl
+
+import gpuutil
+from gpuutil.integrations.metrics import flat_metrics, step_number
+
+
+class GpuutilCallback(pl.Callback):
+    """Profiles every training step of ``Trainer.fit`` with gpuutil."""
+
+    def __init__(
+        self,
+        output: Optional[str] = None,
+        *,
+        flops_per_step: Optional[float] = None,
+        dtype: str = "bf16",
+        sinks: Sequence[Callable[[Dict[str, Any]], None]] = (),
+        log_to_loggers: bool = True,
+    ) -> None:
+        super().__init__()
+        self.output = output
+        self.flops_per_step = flops_per_step
+        self.dtype = dtype
+        self.sinks: List[Callable[[Dict[str, Any]], None]] = list(sinks)
+        self.log_to_loggers = log_to_loggers
+        self.prof: Optional[gpuutil.Profile] = None
+        self._trainer: Any = None
+
+    def _on_step(self, report: Dict[str, Any]) -> None:
+        for sink in self.sinks:
+            sink(report)
+        trainer = self._trainer
+        if self.log_to_loggers and trainer is not None and trainer.is_global_zero:
+            metrics = flat_metrics(report)
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=step_number(report))
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self._trainer = trainer
+        self.prof = gpuutil.profile(
+            self.output, flops_per_step=self.flops_per_step, dtype=self.dtype, on_step=self._on_step
+        ).start()
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self.prof is not None:
+            self.prof.stop()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        if self.prof is not None:
+            self.prof.stop()

@@ -1,0 +1,108 @@
+"""The PyTorch collector: attaches PyTorch's ranges and optimizer-step
+boundaries to a ``gpuutil.Profile`` through the Collector protocol.
+
+Two sources of ranges, chosen at start:
+
+* the LibTorch hook (``_ext``, a RecordFunction observer built against the
+  installed torch) when a build for this torch exists: DataLoader waits,
+  zero_grad, ``aten::item``/``aten::_local_scalar_dense``, c10d ops and
+  autograd nodes on every thread, drained from its per-thread rings at each
+  step end;
+* otherwise Python-level hooks for the same things (``_fallback``), and the
+  ``torch_hook_fallback`` diagnostic in every report saying why.
+
+In both modes the optimizer step is timed by optimizer step pre/post hooks
+(they also end automatic steps: PyTorch's own ``Optimizer.step#`` range
+closes after the post-hooks run, too late for a boundary), backward by a
+``torch.autograd.backward`` wrapper and forward by global module hooks.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from gpuutil.torch import _ext
+from gpuutil.torch._fallback import PythonHooks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuutil._profile import Profile
+
+_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+
+
+class TorchCollector:
+    """Collector protocol implementation for PyTorch (host ranges, auto steps)."""
+
+    name = "torch"
+    collects_gpu = False
+
+    def __init__(self, prof: "Profile", *, forward_hooks: bool = True, function_scope: Optional[bool] = None) -> None:
+        """``function_scope``: observe FUNCTION-scope ops (every aten op pays
+        for a RecordFunction then) to catch c10d ops and ``.item()`` from
+        C++. Default: on only when torch.distributed is initialised; off,
+        ``Tensor.item`` is caught by a Python wrapper instead."""
+        self._prof = prof
+        self._forward_hooks = forward_hooks
+        if function_scope is None:
+            import torch.distributed as dist
+
+            function_scope = dist.is_available() and dist.is_initialized()
+        self._function_scope = function_scope
+        self._ext: Any = None
+        self._hooks: Optional[PythonHooks] = None
+        self._threads: Dict[int, int] = {}
+        #: "libtorch" (RecordFunction observer) or "python" (fallback hooks).
+        self.mode = ""
+
+    def start(self, prof: "Profile") -> Optional[str]:
+        self._ext, reason = _ext.load(build=False)
+        if self._ext is not None:
+            self.mode = "libtorch"
+            self._hooks = PythonHooks(
+                prof, forward_hooks=self._forward_hooks, python_ranges=False, item_hook=not self._function_scope
+            )
+            self._ext.drain()  # discard anything from an earlier session
+            self._ext.start(self._function_scope)
+        else:
+            self.mode = "python"
+            self._hooks = PythonHooks(prof, forward_hooks=self._forward_hooks, python_ranges=True)
+            prof.step_diagnostics.append(("torch_hook_fallback", f"LibTorch hook {reason}; using Python-level hooks"))
+        self._hooks.install()
+        return None
+
+    def _thread(self, tid: int) -> int:
+        idx = self._threads.get(tid)
+        if idx is None:
+            name = next((t.name for t in threading.enumerate() if t.native_id == tid), "")
+            idx = self._prof._session.thread_index(os.getpid(), tid, name)
+            self._threads[tid] = idx
+        return idx
+
+    def _drain(self) -> None:
+        if self._ext is None:
+            return
+        records, dropped = self._ext.drain()
+        session = self._prof._session
+        for name, start_ns, end_ns, tid, kind in records:
+            if name.startswith("Optimizer.step#"):
+                continue  # timed by the step hooks (see the module docstring)
+            if kind == 2:
+                name = _BACKWARD_PREFIX + name
+            session.add_range(name, start_ns, end_ns, self._thread(tid), kind == 1)
+        if dropped:
+            session.count("torch_ranges_dropped", dropped, f"{dropped} ranges")
+
+    def on_step_end(self, prof: "Profile") -> None:
+        self._drain()
+
+    def complete_until_ns(self) -> Optional[int]:
+        return None
+
+    def stop(self, prof: "Profile") -> None:
+        if self._ext is not None:
+            self._ext.stop()
+            self._drain()
+        if self._hooks is not None:
+            self._hooks.uninstall()

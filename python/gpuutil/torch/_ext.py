@@ -1,0 +1,67 @@
+"""Builds and loads the LibTorch RecordFunction hook (csrc/record_function_hook.cpp).
+
+The extension is compiled against the torch that is installed, with
+``torch.utils.cpp_extension.load`` (ninja; no build isolation, so it can
+never pull another torch), into a cache folder keyed by the torch and
+Python versions: ``$GPUUTIL_TORCH_EXT_DIR`` or
+``~/.cache/gpuutil/torch_ext/torch-<version>-cp<xy>``.
+
+Building takes about a minute, so ``gpuutil.profile()`` never builds: it
+loads a build that exists (``python -m gpuutil.torch.build`` or
+``scripts/bootstrap.sh`` makes it), checks the torch version it was
+compiled against, and otherwise falls back to Python-level hooks and says
+why.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional, Tuple
+
+import torch
+
+NAME = "gpuutil_torch_hook"
+SOURCE = Path(__file__).resolve().parent / "csrc" / "record_function_hook.cpp"
+
+
+def _torch_release() -> str:
+    return torch.__version__.split("+")[0]
+
+
+def build_dir() -> Path:
+    env = os.environ.get("GPUUTIL_TORCH_EXT_DIR")
+    base = Path(env) if env else Path.home() / ".cache" / "gpuutil" / "torch_ext"
+    tag = f"torch-{torch.__version__.replace('+', '_')}-cp{sys.version_info.major}{sys.version_info.minor}"
+    return base / tag
+
+
+def _built(path: Path) -> bool:
+    return (path / f"{NAME}.so").is_file()
+
+
+def load(build: bool = False, verbose: bool = False) -> Tuple[Optional[Any], Optional[str]]:
+    """Returns (module, None), or (None, reason) when the hook cannot be used."""
+    if os.environ.get("GPUUTIL_TORCH_HOOK", "").lower() in ("0", "off", "python"):
+        return None, "disabled by GPUUTIL_TORCH_HOOK"
+    path = build_dir()
+    if not build and not _built(path):
+        return None, f"not built for torch {torch.__version__} (run `python -m gpuutil.torch.build`)"
+    try:
+        from torch.utils import cpp_extension
+
+        path.mkdir(parents=True, exist_ok=True)
+        module = cpp_extension.load(
+            name=NAME,
+            sources=[str(SOURCE)],
+            build_directory=str(path),
+            extra_cflags=["-O2", "-std=c++17"],
+            verbose=verbose,
+        )
+    except Exception as e:  # noqa: BLE001 - the reason is reported
+        return None, f"could not build/load: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    compiled = module.torch_version()
+    if compiled != _torch_release():
+        return None, f"built against torch {compiled}, but torch {torch.__version__} is loaded"
+    return module, None

@@ -1,0 +1,211 @@
+"""Python-level PyTorch hooks: PyTorch's ranges without the C++ extension.
+
+Each hook times one PyTorch-level call on the session clock and pushes a
+host range named the way PyTorch's own RecordFunction ranges are named, so
+the core classifies it the same way (gpuutil/range_classify.h):
+
+====================================  ============================================  ==========
+hook                                  range name                                    category
+====================================  ============================================  ==========
+``_BaseDataLoaderIter.__next__``      ``enumerate(DataLoader)#<Iter>.__next__``     dataloader
+optimizer step pre/post hooks         ``Optimizer.step#<Opt>.step``                 optimizer
+``Optimizer.zero_grad``               ``Optimizer.zero_grad#<Opt>.zero_grad``       optimizer
+``Tensor.item``                       ``aten::item``                                host_sync
+``torch.autograd.backward``           ``## backward ##``                            backward
+global module forward hooks           ``nn.Module: <Class>`` (outermost only)       forward
+====================================  ============================================  ==========
+
+The optimizer post-hook also ends automatic steps (``Profile.auto_step_boundary``).
+With the LibTorch hook loaded (``python_ranges=False``) only the optimizer
+step, backward and forward hooks are installed; the rest comes from
+PyTorch's own RecordFunction ranges.
+
+Cost: one ``time`` read and one ``Session.add_range`` call (a C++ call that
+takes the session lock) per hooked call, a few microseconds; only
+coarse-grained calls are hooked. Every patch is undone by ``uninstall()``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from gpuutil import _core
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuutil._profile import Profile
+
+_now_ns = _core.now_ns
+
+
+class PythonHooks:
+    """Installs and removes the Python-level hooks for one Profile."""
+
+    def __init__(
+        self, prof: "Profile", *, forward_hooks: bool = True, python_ranges: bool = True, item_hook: bool = True
+    ) -> None:
+        """``python_ranges=False`` installs only what the LibTorch hook does not
+        cover (optimizer step timing and boundaries, backward, forward, and
+        ``Tensor.item`` unless ``item_hook=False``)."""
+        self._prof = prof
+        self._python_ranges = python_ranges
+        self._item_hook = item_hook or python_ranges
+        self._session = prof._session
+        self._forward_hooks = forward_hooks
+        self._threads: Dict[int, int] = {}
+        self._local = threading.local()
+        self._undo: List[Callable[[], None]] = []
+        self._pid = os.getpid()
+
+    # -- helpers -------------------------------------------------------
+    def _thread(self) -> int:
+        tid = threading.get_native_id()
+        idx = self._threads.get(tid)
+        if idx is None:
+            idx = self._session.thread_index(self._pid, tid, threading.current_thread().name)
+            self._threads[tid] = idx
+        return idx
+
+    def _add(self, name: str, start_ns: int, end_ns: int, is_op: bool = False) -> None:
+        self._session.add_range(name, start_ns, end_ns, self._thread(), is_op)
+
+    def _patch(self, owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        original = owner.__dict__[attr] if attr in owner.__dict__ else getattr(owner, attr)
+        setattr(owner, attr, make(original))
+        self._undo.append(lambda: setattr(owner, attr, original))
+
+    # -- install / uninstall ---------------------------------------------
+    def install(self) -> None:
+        if self._python_ranges:
+            self._install_dataloader()
+        if self._item_hook:
+            self._install_item()
+        self._install_optimizer()
+        self._install_backward()
+        if self._forward_hooks:
+            self._install_forward()
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def _install_dataloader(self) -> None:
+        from torch.utils.data import dataloader
+
+        add = self._add
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def __next__(it: Any) -> Any:
+                start = _now_ns()
+                try:
+                    return original(it)
+                finally:
+                    add(f"enumerate(DataLoader)#{type(it).__name__}.__next__", start, _now_ns())
+
+            return __next__
+
+        self._patch(dataloader._BaseDataLoaderIter, "__next__", make)
+
+    def _install_optimizer(self) -> None:
+        from torch.optim import optimizer as optim_mod
+
+        local = self._local
+        add = self._add
+        prof = self._prof
+
+        def pre(opt: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+            stack = getattr(local, "opt_stack", None)
+            if stack is None:
+                stack = local.opt_stack = []
+            stack.append(_now_ns())
+
+        def post(opt: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+            stack = getattr(local, "opt_stack", None)
+            if not stack:
+                return
+            start = stack.pop()
+            add(f"Optimizer.step#{type(opt).__name__}.step", start, _now_ns())
+            if not stack and threading.current_thread() is threading.main_thread():
+                prof.auto_step_boundary()
+
+        h1 = optim_mod.register_optimizer_step_pre_hook(pre)
+        h2 = optim_mod.register_optimizer_step_post_hook(post)
+        self._undo.append(h1.remove)
+        self._undo.append(h2.remove)
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def zero_grad(opt: Any, *args: Any, **kwargs: Any) -> Any:
+                start = _now_ns()
+                try:
+                    return original(opt, *args, **kwargs)
+                finally:
+                    add(f"Optimizer.zero_grad#{type(opt).__name__}.zero_grad", start, _now_ns())
+
+            return zero_grad
+
+        if self._python_ranges:
+            self._patch(torch.optim.Optimizer, "zero_grad", make)
+
+    def _install_item(self) -> None:
+        add = self._add
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def item(t: Any) -> Any:
+                start = _now_ns()
+                try:
+                    return original(t)
+                finally:
+                    add("aten::item", start, _now_ns(), True)
+
+            return item
+
+        self._patch(torch.Tensor, "item", make)
+
+    def _install_backward(self) -> None:
+        add = self._add
+        local = self._local
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def backward(*args: Any, **kwargs: Any) -> Any:
+                if getattr(local, "in_backward", False):
+                    return original(*args, **kwargs)
+                local.in_backward = True
+                start = _now_ns()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    local.in_backward = False
+                    add("## backward ##", start, _now_ns())
+
+            return backward
+
+        self._patch(torch.autograd, "backward", make)
+
+    def _install_forward(self) -> None:
+        from torch.nn.modules import module as module_mod
+
+        local = self._local
+        add = self._add
+
+        def pre(mod: Any, args: Any) -> None:
+            depth = getattr(local, "fwd_depth", 0)
+            if depth == 0:
+                local.fwd_start = _now_ns()
+            local.fwd_depth = depth + 1
+
+        def post(mod: Any, args: Any, out: Any) -> None:
+            depth = getattr(local, "fwd_depth", 0) - 1
+            if depth < 0:
+                return
+            local.fwd_depth = depth
+            if depth == 0:
+                add(f"nn.Module: {type(mod).__name__}", local.fwd_start, _now_ns())
+
+        h1 = module_mod.register_module_forward_pre_hook(pre)
+        h2 = module_mod.register_module_forward_hook(post)
+        self._undo.append(h1.remove)
+        self._undo.append(h2.remove)
+

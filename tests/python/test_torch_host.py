@@ -1,0 +1,203 @@
+"""Host-only mode with real PyTorch (CPU): planted problems are detected and
+attributed in each step's per-thread host breakdown (steps[].host), and
+automatic step detection follows the optimizer steps. Every behaviour is
+checked with both range sources: the LibTorch RecordFunction hook (built
+against the installed torch if needed) and the Python-level fallback."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gpuutil  # noqa: E402
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
+
+SLEEP_S = 0.030
+
+
+@pytest.fixture(params=["libtorch", "python"])
+def hook_mode(request, monkeypatch):
+    """Selects the range source; the LibTorch hook is built if missing."""
+    if request.param == "python":
+        monkeypatch.setenv("GPUUTIL_TORCH_HOOK", "python")
+    else:
+        from gpuutil.torch import _ext
+
+        module, reason = _ext.load(build=True)
+        assert module is not None, reason
+    return request.param
+
+
+def diagnostic_names(report):
+    d = report["diagnostics"]
+    return {x["name"] for x in d} if isinstance(d, list) else set(d)
+
+
+class SlowDataset(Dataset):
+    def __init__(self, n: int, sleep_s: float) -> None:
+        self.n = n
+        self.sleep_s = sleep_s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        return torch.randn(16), torch.randn(1)
+
+
+def make_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def train(loader, model, opt, *, item: bool) -> int:
+    steps = 0
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if item:
+            loss.item()
+        steps += 1
+    return steps
+
+
+def main_thread(step):
+    hosts = step["host"]
+    assert hosts, "no host breakdown"
+    return max(hosts, key=lambda h: h["breakdown_ns"]["dataloader"] + h["breakdown_ns"]["optimizer"])
+
+
+def test_slow_dataloader_is_attributed_to_dataloader_every_step(tmp_path, hook_mode):
+    model, opt = make_model()
+    # batch_size=1: one 30 ms sleep per batch, num_workers=0.
+    loader = DataLoader(SlowDataset(6, SLEEP_S), batch_size=1, num_workers=0)
+    out = tmp_path / "steps.jsonl"
+    with gpuutil.profile(output=str(out)) as prof:
+        n = train(loader, model, opt, item=False)
+    reports = list(prof.reports)
+    assert n == 6
+    assert len(reports) == 6
+    for r in reports:
+        step = r["steps"][0]
+        h = main_thread(step)
+        assert sum(h["breakdown_ns"].values()) == h["wall_ns"] == step["wall_ns"]
+        assert h["breakdown_ns"]["dataloader"] >= 25_000_000, h
+        names = [c["name"] for c in h["culprits"]["dataloader"]]
+        assert any(n.startswith("enumerate(DataLoader)#") for n in names)
+        assert ("torch_hook_fallback" in diagnostic_names(r)) == (hook_mode == "python")
+    # The JSONL file has the same steps with the host breakdown.
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 6 and all(line["steps"][0]["host"] for line in lines)
+    summary = prof.summary()
+    assert summary["steps_source"] == "optimizer_step"
+    assert summary["host"][0]["breakdown_ns"]["dataloader"] >= 6 * 25_000_000
+
+
+def test_item_every_step_names_aten_item_as_host_sync_culprit(hook_mode):
+    model, opt = make_model()
+    loader = DataLoader(SlowDataset(4, 0.0), batch_size=4, num_workers=0)
+    with gpuutil.profile() as prof:
+        for _ in range(2):
+            train(loader, model, opt, item=True)
+    reports = list(prof.reports)
+    # The .item() after opt.step() of step k lands at the start of step k+1.
+    assert len(reports) >= 2
+    for r in reports[1:]:
+        h = main_thread(r["steps"][0])
+        assert h["breakdown_ns"]["host_sync"] > 0
+        culprits = [c["name"] for c in h["culprits"]["host_sync"]]
+        assert culprits and culprits[0] in ("aten::item", "aten::_local_scalar_dense")
+
+
+def test_automatic_steps_match_optimizer_steps(hook_mode):
+    model, opt = make_model()
+    loader = DataLoader(SlowDataset(12, 0.0), batch_size=2, num_workers=0)
+    with gpuutil.profile() as prof:
+        n = train(loader, model, opt, item=False)
+    reports = list(prof.reports)
+    assert n == 6
+    assert [r["steps"][0]["step"] for r in reports] == list(range(6))
+    assert all(r["sources"][0]["steps_source"] == "optimizer_step" for r in reports)
+    # Contiguous: each step starts where the previous one ended.
+    for a, b in zip(reports, reports[1:]):
+        assert b["steps"][0]["start_ns"] == a["steps"][0]["end_ns"]
+    for r in reports:
+        h = main_thread(r["steps"][0])
+        assert h["breakdown_ns"]["optimizer"] > 0
+        assert h["breakdown_ns"]["backward"] > 0
+        assert h["breakdown_ns"]["forward"] > 0
+
+
+def test_user_marked_steps_win_over_optimizer_hooks(hook_mode):
+    model, opt = make_model()
+    loader = DataLoader(SlowDataset(8, 0.0), batch_size=2, num_workers=0)
+    with gpuutil.profile() as prof:
+        it = iter(loader)
+        for _ in range(4):
+            with prof.step():
+                x, y = next(it)
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    reports = list(prof.reports)
+    assert len(reports) == 4
+    assert prof.summary()["steps_source"] == "user"
+    assert all(r["sources"][0]["steps_source"] == "user" for r in reports)
+
+
+def test_python_hooks_are_removed_when_the_profile_stops(monkeypatch):
+    monkeypatch.setenv("GPUUTIL_TORCH_HOOK", "python")
+    item_before = torch.Tensor.item
+    next_before = torch.utils.data.dataloader._BaseDataLoaderIter.__next__
+    with gpuutil.profile():
+        assert torch.Tensor.item is not item_before
+    assert torch.Tensor.item is item_before
+    assert torch.utils.data.dataloader._BaseDataLoaderIter.__next__ is next_before
+
+
+def test_import_gpuutil_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, gpuutil; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_libtorch_hook_sees_autograd_nodes_and_reports_no_fallback():
+    from gpuutil.torch import _ext
+
+    module, reason = _ext.load(build=True)
+    assert module is not None, reason
+    model, opt = make_model()
+    loader = DataLoader(SlowDataset(4, 0.0), batch_size=2, num_workers=0)
+    with gpuutil.profile() as prof:
+        train(loader, model, opt, item=True)
+    collector = next(c for c in prof._collectors if c.name == "torch")
+    assert collector.mode == "libtorch"
+    r = list(prof.reports)[-1]
+    h = main_thread(r["steps"][0])
+    names = [c["name"] for c in h["culprits"]["backward"]]
+    assert any(n.startswith("autograd::engine::evaluate_function: ") or n == "## backward ##" for n in names)
+    assert "torch_hook_fallback" not in diagnostic_names(r)
+
+
+def test_libtorch_hook_version_mismatch_falls_back_with_a_reason(monkeypatch):
+    from gpuutil.torch import _ext
+
+    module, reason = _ext.load(build=True)
+    assert module is not None, reason
+    monkeypatch.setattr(_ext, "_torch_release", lambda: "0.0.0")
+    module, reason = _ext.load()
+    assert module is None
+    assert "built against torch" in reason
