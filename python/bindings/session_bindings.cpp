@@ -77,6 +77,7 @@ void bind_session(py::module_& m) {
             s.count(diag_by_name(name), n, example);
           },
           py::arg("name"), py::arg("n") = 1, py::arg("example") = "")
+      .def("set_steps_source", &gpuutil::Session::set_steps_source, py::arg("source"))
       .def("mark_complete_until", &gpuutil::Session::mark_complete_until, py::arg("t_ns"))
       .def(
           "collect", [](gpuutil::Session& s) {

@@ -201,12 +201,19 @@ class Profile:
     def begin_step(self, step: int) -> None:
         if not self._running:
             raise RuntimeError("the profile is not running: use `with gpuutil.profile() as prof:`")
-        self.steps_source = "user"
+        self._set_steps_source("user")
         self._count_step_diagnostics()
         self._session.begin_step(step, _core.now_ns())
+        _core.nvtx_push_step(step)  # shows in Nsight Systems (gpuutil domain)
 
     def end_step(self) -> None:
+        _core.nvtx_pop_step()
         self._end_step_at(_core.now_ns())
+
+    def _set_steps_source(self, source: str) -> None:
+        if self.steps_source != source:
+            self.steps_source = source
+            self._session.set_steps_source(source)
 
     def auto_step_boundary(self) -> bool:
         """Ends an automatic step now; called by optimizer step hooks.
@@ -219,7 +226,7 @@ class Profile:
         """
         if not self._running or self.steps_source == "user":
             return False
-        self.steps_source = "optimizer_step"
+        self._set_steps_source("optimizer_step")
         now = _core.now_ns()
         self._count_step_diagnostics()
         self._session.begin_step(self._next_step, self._auto_start_ns)
@@ -283,9 +290,6 @@ class Profile:
     def _deliver(self, lines: List[str]) -> None:
         for line in lines:
             report = json.loads(line)
-            if self.steps_source is not None:
-                for src in report.get("sources", []):
-                    src["steps_source"] = self.steps_source
             self.reports.append(report)
             self._accumulate(report)
             if self._on_step is not None:

@@ -22,6 +22,8 @@ def test_profile_reports_each_step_in_the_report_schema(tmp_path):
         assert r["steps"][0]["wall_ns"] >= 2_000_000
     lines = out.read_text().splitlines()
     assert [json.loads(l)["steps"][0]["step"] for l in lines] == [0, 1, 2]
+    # The file says how steps were found, like prof.reports does.
+    assert {json.loads(l)["sources"][0]["steps_source"] for l in lines} == {"user"}
 
 
 def test_every_report_says_gpu_collection_is_off_and_why():

@@ -74,6 +74,9 @@ class Session {
   void add_range(const HostRange& r);
   void add_counter(const CounterSample& c);
   void count(Diag d, uint64_t n = 1, std::string_view example = {});
+  // How steps are found ("session", "user", "optimizer_step", ...): written
+  // into each report's sources[0].steps_source from the next report on.
+  void set_steps_source(std::string_view source);
 
   // --- step boundaries (application thread) ---
   // Opens step `step` at t_ns. An open step is closed at t_ns first.

@@ -85,6 +85,11 @@ void Session::count(Diag d, uint64_t n, std::string_view example) {
   since_last_report_.add(d, n, example);
 }
 
+void Session::set_steps_source(std::string_view source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  store_.steps_source = std::string(source);
+}
+
 void Session::begin_step(int64_t step, int64_t t_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   if (open_) {
