@@ -111,8 +111,8 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
       }
     }
 
-    const std::vector<StepWindow> windows = analysis_windows(s);
     const EventSpan span = event_span(s);
+    const std::vector<StepWindow> windows = analysis_windows(s, span);
     if (s.steps.empty() && !windows.empty() && s.diagnostics.count(Diag::steps_missing) == 0) {
       report.diagnostics.add(Diag::steps_missing);
     }

@@ -10,9 +10,22 @@ std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
   std::map<int32_t, std::vector<uint32_t>> per_device;
   const auto& acts = store.activities;
   {
-    std::map<int32_t, size_t> counts;
-    for (const auto& a : acts) ++counts[a.device];
-    for (const auto& [device, n] : counts) per_device[device].reserve(n);
+    // Count per device to reserve once; device ids are small in practice, so
+    // a flat array with a map for the rest avoids a tree lookup per event.
+    constexpr int32_t kFlat = 64;
+    size_t flat[kFlat] = {};
+    std::map<int32_t, size_t> other;
+    for (const auto& a : acts) {
+      if (a.device >= 0 && a.device < kFlat) {
+        ++flat[a.device];
+      } else {
+        ++other[a.device];
+      }
+    }
+    for (int32_t d = 0; d < kFlat; ++d) {
+      if (flat[d] > 0) per_device[d].reserve(flat[d]);
+    }
+    for (const auto& [device, n] : other) per_device[device].reserve(n);
   }
   std::vector<uint32_t>* bucket = nullptr;
   int32_t bucket_device = 0;

@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <array>
-#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -60,7 +59,22 @@ size_t idx(HostCategory c) { return static_cast<size_t>(c); }
 
 // Active ranges of one category, outermost first: earliest start, then
 // latest end, then index (a strict total order).
-using ActiveSet = std::set<std::tuple<int64_t, int64_t, uint32_t>>;
+// A sorted vector, not a std::set: ranges nest a few deep, so linear
+// insert/erase on a small contiguous array beats a node allocation per op.
+class ActiveSet {
+ public:
+  using Key = std::tuple<int64_t, int64_t, uint32_t>;
+  void insert(const Key& k) { keys_.insert(std::lower_bound(keys_.begin(), keys_.end(), k), k); }
+  void erase(const Key& k) {
+    auto it = std::lower_bound(keys_.begin(), keys_.end(), k);
+    if (it != keys_.end() && *it == k) keys_.erase(it);
+  }
+  bool empty() const { return keys_.empty(); }
+  std::vector<Key>::const_iterator begin() const { return keys_.begin(); }
+
+ private:
+  std::vector<Key> keys_;
+};
 std::tuple<int64_t, int64_t, uint32_t> active_key(int64_t start_ns, int64_t end_ns, uint32_t i) {
   return {start_ns, -end_ns, i};
 }
@@ -77,13 +91,26 @@ HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store),
     slot(r.thread).push_back({r.start_ns, r.end_ns, r.name, host_category(r.category),
                               r.category == RangeCategory::kOp, false});
   }
+  std::vector<size_t> ranges_end(by_thread_.size());
+  for (size_t t = 0; t < by_thread_.size(); ++t) ranges_end[t] = by_thread_[t].size();
   for (const auto& c : store.api_calls) {
     if (c.end_ns <= c.start_ns) continue;
     if (c.kind != HostApiKind::kSynchronize && c.kind != HostApiKind::kBlockingCopy) continue;
     slot(c.thread).push_back({c.start_ns, c.end_ns, c.name, HostCategory::kHostSync, false, true});
   }
-  for (auto& items : by_thread_) {
-    std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.start_ns < b.start_ns; });
+  max_duration_ns_.assign(by_thread_.size(), 0);
+  for (size_t t = 0; t < by_thread_.size(); ++t) {
+    auto& items = by_thread_[t];
+    const auto by_start = [](const Item& a, const Item& b) { return a.start_ns < b.start_ns; };
+    // Ranges first, then blocking API calls: two runs that are usually
+    // sorted already, so a linear merge replaces a full sort.
+    const auto mid = items.begin() + static_cast<long>(std::min(ranges_end.size() > t ? ranges_end[t] : 0, items.size()));
+    if (std::is_sorted(items.begin(), mid, by_start) && std::is_sorted(mid, items.end(), by_start)) {
+      std::inplace_merge(items.begin(), mid, items.end(), by_start);
+    } else {
+      std::stable_sort(items.begin(), items.end(), by_start);
+    }
+    for (const auto& it : items) max_duration_ns_[t] = std::max(max_duration_ns_[t], it.end_ns - it.start_ns);
   }
 }
 
@@ -92,9 +119,15 @@ std::vector<HostThreadStepReport> HostBreakdownIndex::step(int64_t start_ns, int
   if (end_ns <= start_ns) return out;
   for (size_t t = 0; t < by_thread_.size(); ++t) {
     const auto& all = by_thread_[t];
-    // Ranges overlapping the window, clipped to it.
+    // Ranges overlapping the window, clipped to it. Nothing starting before
+    // start_ns - (longest range) can reach the window: skip it by bisection,
+    // so each step costs its own ranges, not the whole run's.
     std::vector<Item> items;
-    for (const auto& it : all) {
+    const int64_t from_ns = start_ns - max_duration_ns_[t];
+    auto first = std::lower_bound(all.begin(), all.end(), from_ns,
+                                  [](const Item& it, int64_t v) { return it.start_ns < v; });
+    for (auto p = first; p != all.end(); ++p) {
+      const Item& it = *p;
       if (it.start_ns >= end_ns) break;
       if (it.end_ns <= start_ns) continue;
       Item c = it;

@@ -45,6 +45,7 @@ class HostBreakdownIndex {
   };
   const EventStore& store_;
   std::vector<std::vector<Item>> by_thread_;  // sorted by start_ns
+  std::vector<int64_t> max_duration_ns_;      // longest item per thread
 };
 
 }  // namespace gpuutil

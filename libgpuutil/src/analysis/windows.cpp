@@ -14,7 +14,11 @@ EventSpan event_span(const EventStore& s) {
 
 std::vector<StepWindow> analysis_windows(const EventStore& s) {
   if (!s.steps.empty()) return s.steps;
-  const EventSpan span = event_span(s);
+  return analysis_windows(s, event_span(s));
+}
+
+std::vector<StepWindow> analysis_windows(const EventStore& s, const EventSpan& span) {
+  if (!s.steps.empty()) return s.steps;
   if (span.empty()) return {};
   return {StepWindow{0, span.lo, span.hi}};
 }

@@ -27,6 +27,8 @@ EventSpan event_span(const EventStore& store);
 // The store's step windows, or, when it has none, one window (step 0) over
 // the whole event span; empty for a store with no events.
 std::vector<StepWindow> analysis_windows(const EventStore& store);
+// The same, reusing an event_span() the caller already computed.
+std::vector<StepWindow> analysis_windows(const EventStore& store, const EventSpan& span);
 
 // The thread with the most host ranges (-1 if none): explains gaps on
 // devices whose launches could not be matched.
