@@ -164,7 +164,8 @@ class Profile:
                 self._collectors.append(collector)
                 gpu = gpu or getattr(collector, "collects_gpu", False)
             else:
-                self._off_reasons.append(f"{collector.name}: {reason}")
+                prefixed = reason.lower().startswith(collector.name.lower())
+                self._off_reasons.append(reason if prefixed else f"{collector.name}: {reason}")
         if not gpu and not any("cupti" in r.lower() for r in self._off_reasons):
             self._off_reasons.insert(0, NO_GPU_COLLECTOR_REASON)
         self._auto_start_ns = _core.now_ns()
