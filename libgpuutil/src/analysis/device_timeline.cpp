@@ -6,8 +6,22 @@
 
 namespace gpuutil {
 
+namespace {
+
+// What the unions need of one activity, packed so sorting and the sweep
+// below never touch the (much larger) DeviceActivity records again.
+struct Key {
+  int64_t start_ns;
+  int64_t end_ns;
+  uint32_t index;
+  uint8_t cls;  // 0 compute, 1 communication, 2 memory
+  bool operator<(const Key& o) const { return start_ns != o.start_ns ? start_ns < o.start_ns : index < o.index; }
+};
+
+}  // namespace
+
 std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
-  std::map<int32_t, std::vector<uint32_t>> per_device;
+  std::map<int32_t, std::vector<Key>> per_device;
   const auto& acts = store.activities;
   {
     // Count per device to reserve once; device ids are small in practice, so
@@ -27,44 +41,41 @@ std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
     }
     for (const auto& [device, n] : other) per_device[device].reserve(n);
   }
-  std::vector<uint32_t>* bucket = nullptr;
+  std::vector<Key>* bucket = nullptr;
   int32_t bucket_device = 0;
   for (uint32_t i = 0; i < acts.size(); ++i) {
-    if (acts[i].end_ns < acts[i].start_ns) continue;  // producers drop these; stay safe
-    if (!bucket || acts[i].device != bucket_device) {
-      bucket_device = acts[i].device;
+    const auto& a = acts[i];
+    if (a.end_ns < a.start_ns) continue;  // producers drop these; stay safe
+    if (!bucket || a.device != bucket_device) {
+      bucket_device = a.device;
       bucket = &per_device[bucket_device];
     }
-    bucket->push_back(i);
+    const uint8_t cls = a.kind != ActivityKind::kKernel ? 2 : (a.is_communication ? 1 : 0);
+    bucket->push_back({a.start_ns, a.end_ns, i, cls});
   }
   std::vector<DeviceTimeline> out;
   out.reserve(per_device.size());
-  for (auto& [device, idx] : per_device) {
+  for (auto& [device, keys] : per_device) {
     DeviceTimeline tl;
     tl.device = device;
-    auto by_start = [&](uint32_t a, uint32_t b) { return acts[a].start_ns < acts[b].start_ns; };
-    if (!std::is_sorted(idx.begin(), idx.end(), by_start)) {
-      // Sort (start, index) keys rather than indices: no indirection in the
-      // comparator, and ties keep input order.
-      std::vector<std::pair<int64_t, uint32_t>> keys(idx.size());
-      for (size_t k = 0; k < idx.size(); ++k) keys[k] = {acts[idx[k]].start_ns, idx[k]};
-      std::sort(keys.begin(), keys.end());
-      for (size_t k = 0; k < idx.size(); ++k) idx[k] = keys[k].second;
-    }
+    if (!std::is_sorted(keys.begin(), keys.end())) std::sort(keys.begin(), keys.end());
     std::vector<Interval> compute, comm, memory;
-    compute.reserve(idx.size());
-    for (uint32_t i : idx) {
-      const auto& a = acts[i];
-      tl.max_duration_ns = std::max(tl.max_duration_ns, a.end_ns - a.start_ns);
-      const Interval iv{a.start_ns, a.end_ns};
-      if (a.kind != ActivityKind::kKernel) {
+    compute.reserve(keys.size());
+    tl.by_start.resize(keys.size());
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const Key& key = keys[k];
+      tl.by_start[k] = key.index;
+      tl.max_duration_ns = std::max(tl.max_duration_ns, key.end_ns - key.start_ns);
+      const Interval iv{key.start_ns, key.end_ns};
+      if (key.cls == 2) {
         memory.push_back(iv);
-      } else if (a.is_communication) {
+      } else if (key.cls == 1) {
         comm.push_back(iv);
       } else {
         compute.push_back(iv);
       }
     }
+    std::vector<Key>().swap(keys);
     tl.compute = union_of(std::move(compute));
     tl.communication = union_of(std::move(comm));
     const IntervalList mem = union_of(std::move(memory));
@@ -72,7 +83,6 @@ std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
     const IntervalList kernels = union_of(tl.compute, tl.comm_only);
     tl.memory_only = difference(mem, kernels);
     tl.busy = union_of(kernels, tl.memory_only);
-    tl.by_start = std::move(idx);
     out.push_back(std::move(tl));
   }
   return out;
