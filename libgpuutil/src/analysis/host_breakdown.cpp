@@ -86,6 +86,19 @@ HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store),
     if (thread >= by_thread_.size()) by_thread_.resize(thread + 1);
     return by_thread_[thread];
   };
+  {
+    // Reserve once: a long run has millions of ranges per thread.
+    std::vector<size_t> n(by_thread_.size());
+    auto bump = [&n](uint32_t t) {
+      if (t >= n.size()) n.resize(t + 1);
+      ++n[t];
+    };
+    for (const auto& r : store.ranges) bump(r.thread);
+    for (const auto& c : store.api_calls) {
+      if (c.kind == HostApiKind::kSynchronize || c.kind == HostApiKind::kBlockingCopy) bump(c.thread);
+    }
+    for (size_t t = 0; t < n.size(); ++t) slot(static_cast<uint32_t>(t)).reserve(n[t]);
+  }
   for (const auto& r : store.ranges) {
     if (r.category == RangeCategory::kStep || r.end_ns <= r.start_ns) continue;
     slot(r.thread).push_back({r.start_ns, r.end_ns, r.name, host_category(r.category),

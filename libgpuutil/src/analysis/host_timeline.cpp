@@ -96,6 +96,17 @@ HostTimelines build_host_timelines(const EventStore& store) {
     std::vector<NamedInterval> ops, dataloader, collective, sync, annotations;
   };
   std::vector<Raw> raw(n_threads);
+  {
+    // Reserve once: these lists hold millions of ranges in long runs.
+    std::vector<size_t> ops(n_threads), others(n_threads);
+    for (const auto& r : store.ranges) {
+      ++(r.category == RangeCategory::kOp || r.category == RangeCategory::kHostSync ? ops : others)[r.thread];
+    }
+    for (size_t t = 0; t < n_threads; ++t) {
+      raw[t].ops.reserve(ops[t]);
+      raw[t].annotations.reserve(others[t]);
+    }
+  }
   for (const auto& r : store.ranges) {
     auto& t = raw[r.thread];
     out.threads[r.thread].has_events = true;
