@@ -7,6 +7,9 @@
 // pass: what was read so far stays in the store, `ok` is false and the error
 // names the byte offset. Input with invalid UTF-8 is repaired (bad bytes
 // become '?') rather than rejected, since PyTorch writes names unvalidated.
+// On Demand's stage 1 validates UTF-8 itself, so the repair pass (and a
+// second parse) runs only when the first parse fails; a trace that parses
+// is valid UTF-8 and would have needed no repair.
 #include "gpuutil/kineto_import.h"
 
 #include <cstring>
@@ -42,8 +45,9 @@ class Importer {
   Importer(ImportResult* result, std::string_view text) : result_(result), store_(&result->store),
                                                           mapper_(store_), text_(text) {}
 
-  // Parses `padded` (text_ plus padding) into the store.
-  void run(simdjson::padded_string_view padded);
+  // Parses bytes (text_ starts `skip` bytes in) into the store, repairing
+  // invalid UTF-8 first when needed.
+  void run(replay::TraceBytes& bytes, size_t skip);
 
  private:
   error_code read_top_object(simdjson::ondemand::document& doc);
@@ -170,10 +174,18 @@ error_code check_scalar_document(simdjson::ondemand::document& doc, json_type ty
   }
 }
 
-void Importer::run(simdjson::padded_string_view padded) {
+void Importer::run(replay::TraceBytes& bytes, size_t skip) {
+  const simdjson::padded_string_view padded(bytes.data() + skip, bytes.size - skip, bytes.capacity - skip);
   simdjson::ondemand::parser parser;
   simdjson::ondemand::document doc;
-  if (auto e = parser.iterate(padded).get(doc)) {
+  error_code parse_error = parser.iterate(padded).get(doc);
+  // Any stage-1 failure may be (or hide) invalid UTF-8: repair in place
+  // (counted as event_malformed) and parse again. The repair never touches
+  // the BOM, which is a valid sequence.
+  if (parse_error && replay::repair_utf8(&bytes, &store_->diagnostics) > 0) {
+    parse_error = parser.iterate(padded).get(doc);
+  }
+  if (auto e = parse_error) {
     // Stage-1 faults (unclosed string, control characters, empty input)
     // carry no position.
     fail_json(Fault{e, -1, nullptr});
@@ -217,13 +229,11 @@ void Importer::run(simdjson::padded_string_view padded) {
 }
 
 void import_bytes(replay::TraceBytes& bytes, ImportResult* result) {
-  replay::repair_utf8(&bytes, &result->store.diagnostics);
   std::string_view text = bytes.view();
   size_t skip = 0;
   if (text.size() >= 3 && std::memcmp(text.data(), "\xEF\xBB\xBF", 3) == 0) skip = 3;  // UTF-8 BOM
   Importer importer(result, text.substr(skip));
-  importer.run(simdjson::padded_string_view(bytes.storage.data() + skip, bytes.size - skip,
-                                            bytes.storage.size() - skip));
+  importer.run(bytes, skip);
 }
 
 void fail_unreadable(ImportResult* result, const std::string& error) {
@@ -269,9 +279,10 @@ ImportResult import_kineto_json(std::string_view json, const std::string& source
       fail_unreadable(&result, "document larger than 4 GiB");
       return result;
     } else {
-      bytes.storage.resize(json.size() + replay::kTracePaddingBytes);
-      if (!json.empty()) std::memcpy(bytes.storage.data(), json.data(), json.size());
+      bytes.allocate(json.size() + replay::kTracePaddingBytes);
+      if (!json.empty()) std::memcpy(bytes.data(), json.data(), json.size());
       bytes.size = json.size();
+      std::memset(bytes.data() + json.size(), 0, replay::kTracePaddingBytes);
     }
     import_bytes(bytes, &result);
   } catch (const std::bad_alloc&) {

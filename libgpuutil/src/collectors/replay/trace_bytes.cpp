@@ -1,12 +1,17 @@
 // File reading and gzip decompression for the trace importer (see trace_bytes.h).
 //
-// zlib inflate with gzip framing; the output buffer is sized from the gzip
+// libdeflate for single-member streams whose ISIZE is exact, else zlib
+// inflate with gzip framing; the output buffer is sized from the gzip
 // trailer's ISIZE hint and grown geometrically. Every failure becomes a
 // one-line message; nothing throws except std::bad_alloc, which the caller
 // turns into an error result.
 #include "collectors/replay/trace_bytes.h"
 
 #include <zlib.h>
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #ifdef GPUUTIL_HAVE_LIBDEFLATE
 #include <libdeflate.h>
@@ -36,14 +41,61 @@ struct FileCloser {
   }
 };
 
-// Leaves `out` holding `size` document bytes followed by zeroed padding.
+// Leaves `out` holding `size` document bytes followed by zeroed padding
+// (the buffer already has room for them).
 void finish_padding(TraceBytes* out, size_t size) {
   out->size = size;
-  out->storage.resize(size + kTracePaddingBytes);
-  std::memset(out->storage.data() + size, 0, kTracePaddingBytes);
+  std::memset(out->data() + size, 0, kTracePaddingBytes);
 }
 
 }  // namespace
+
+namespace {
+
+// Buffers at least this large are mapped directly (Linux) so they can be
+// backed by transparent huge pages.
+constexpr size_t kMapThresholdBytes = size_t{4} << 20;
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+std::unique_ptr<char[], TraceBufferFree> new_buffer(size_t bytes) {
+#ifdef __linux__
+  if (bytes >= kMapThresholdBytes) {
+    const size_t mapped = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      madvise(p, mapped, MADV_HUGEPAGE);  // advisory: failure just means small pages
+      return std::unique_ptr<char[], TraceBufferFree>(static_cast<char*>(p), TraceBufferFree{mapped});
+    }
+  }
+#endif
+  return std::unique_ptr<char[], TraceBufferFree>(new char[bytes], TraceBufferFree{0});
+}
+
+}  // namespace
+
+void TraceBufferFree::operator()(char* p) const noexcept {
+#ifdef __linux__
+  if (mapped > 0) {
+    munmap(p, mapped);
+    return;
+  }
+#endif
+  delete[] p;
+}
+
+void TraceBytes::allocate(size_t bytes) {
+  storage.reset();
+  storage = new_buffer(bytes);
+  capacity = bytes;
+  size = 0;
+}
+
+void TraceBytes::grow(size_t bytes, size_t keep) {
+  auto bigger = new_buffer(bytes);
+  if (keep > 0) std::memcpy(bigger.get(), storage.get(), keep);
+  storage = std::move(bigger);
+  capacity = bytes;
+}
 
 bool looks_like_gzip(std::string_view bytes) {
   return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
@@ -71,8 +123,7 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
     if (isize >= compressed.size() / 2 && isize / 1032 <= compressed.size()) guess = isize;
   }
   if (guess > kMaxDocumentBytes) guess = kMaxDocumentBytes;
-  out->storage.clear();
-  out->storage.resize(guess + kTracePaddingBytes);
+  out->allocate(guess + kTracePaddingBytes);
 #ifdef GPUUTIL_HAVE_LIBDEFLATE
   // Fast path: one gzip member whose ISIZE is the exact size. libdeflate
   // inflates and checks the CRC several times faster than zlib. Anything
@@ -82,7 +133,7 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
     if (libdeflate_decompressor* d = libdeflate_alloc_decompressor()) {
       size_t in_used = 0, produced = 0;
       const libdeflate_result rc = libdeflate_gzip_decompress_ex(
-          d, compressed.data(), compressed.size(), out->storage.data(), guess, &in_used, &produced);
+          d, compressed.data(), compressed.size(), out->data(), guess, &in_used, &produced);
       libdeflate_free_decompressor(d);
       if (rc == LIBDEFLATE_SUCCESS && in_used == compressed.size()) {
         finish_padding(out, produced);
@@ -108,19 +159,19 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
       zs.avail_in = static_cast<uInt>(take);
       in_left -= take;
     }
-    if (produced + kTracePaddingBytes >= out->storage.size()) {
+    if (produced + kTracePaddingBytes >= out->capacity) {
       if (produced >= kMaxDocumentBytes) {
         *error = "gzip: decompressed document exceeds 4 GiB";
         ok = false;
         break;
       }
-      size_t grown = out->storage.size() * 2;
+      size_t grown = out->capacity * 2;
       if (grown > kMaxDocumentBytes + kTracePaddingBytes) grown = kMaxDocumentBytes + kTracePaddingBytes;
-      out->storage.resize(grown);
+      out->grow(grown, produced);
     }
-    size_t room = out->storage.size() - kTracePaddingBytes - produced;
+    size_t room = out->capacity - kTracePaddingBytes - produced;
     if (room > kInflateChunkBytes * 64) room = kInflateChunkBytes * 64;
-    zs.next_out = reinterpret_cast<Bytef*>(out->storage.data() + produced);
+    zs.next_out = reinterpret_cast<Bytef*>(out->data() + produced);
     zs.avail_out = static_cast<uInt>(room);
     const int rc = inflate(&zs, Z_NO_FLUSH);
     produced += room - zs.avail_out;
@@ -154,8 +205,7 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
     ok = false;
   }
   if (!ok) {
-    out->storage.clear();
-    out->size = 0;
+    out->clear();
     return false;
   }
   finish_padding(out, produced);
@@ -188,8 +238,8 @@ bool read_trace_file(const std::string& path, TraceBytes* out, std::string* erro
     return false;
   }
   TraceBytes raw;
-  raw.storage.resize(file_bytes + kTracePaddingBytes);
-  const size_t got = file_bytes == 0 ? 0 : std::fread(raw.storage.data(), 1, file_bytes, file.get());
+  raw.allocate(file_bytes + kTracePaddingBytes);
+  const size_t got = file_bytes == 0 ? 0 : std::fread(raw.data(), 1, file_bytes, file.get());
   if (got != file_bytes) {
     *error = "cannot read " + path + ": " + (std::ferror(file.get()) ? std::strerror(errno) : "short read");
     return false;

@@ -2,23 +2,47 @@
 //
 // The bytes are returned with simdjson's SIMDJSON_PADDING zero bytes after
 // the document, so the JSON parser can read them in place without another
-// copy. Gzip is detected by its magic bytes (1f 8b), not by the file name;
+// copy. The buffer is allocated uninitialised (a 32 MB trace is written once
+// by the decompressor, not zero-filled first); only the padding is zeroed.
+// On Linux, buffers of several MB are mapped directly and marked for
+// transparent huge pages, which saves most of the page faults of a first
+// touch.
+// Gzip is detected by its magic bytes (1f 8b), not by the file name;
 // concatenated gzip members are decompressed in sequence. Internal to the
 // replay collector.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace gpuutil::replay {
 
+// Frees a TraceBytes buffer: `mapped` bytes of a direct mapping, or
+// delete[] when mapped is 0.
+struct TraceBufferFree {
+  size_t mapped = 0;
+  void operator()(char* p) const noexcept;
+};
+
 // A document plus at least kTracePaddingBytes zero bytes of slack after it.
 struct TraceBytes {
-  std::vector<char> storage;  // storage.size() >= size + kTracePaddingBytes
-  size_t size = 0;            // document length in bytes
-  std::string_view view() const { return {storage.data(), size}; }
+  std::unique_ptr<char[], TraceBufferFree> storage;  // `capacity` bytes, uninitialised
+  size_t capacity = 0;  // capacity >= size + kTracePaddingBytes once filled
+  size_t size = 0;      // document length in bytes
+  char* data() const { return storage.get(); }
+  std::string_view view() const { return {storage.get(), size}; }
+  // Replaces the buffer with `bytes` uninitialised bytes (contents lost);
+  // throws std::bad_alloc.
+  void allocate(size_t bytes);
+  // Grows the buffer to `bytes`, keeping the first `keep` bytes.
+  void grow(size_t bytes, size_t keep);
+  void clear() {
+    storage.reset();
+    capacity = 0;
+    size = 0;
+  }
 };
 
 // Equal to SIMDJSON_PADDING (checked in trace_bytes.cpp).

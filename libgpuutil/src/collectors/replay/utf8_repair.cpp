@@ -35,8 +35,8 @@ size_t valid_sequence_length(const unsigned char* p, size_t left) {
 }  // namespace
 
 size_t repair_utf8(TraceBytes* bytes, Diagnostics* diagnostics) {
-  if (simdjson::validate_utf8(bytes->storage.data(), bytes->size)) return 0;
-  auto* p = reinterpret_cast<unsigned char*>(bytes->storage.data());
+  if (simdjson::validate_utf8(bytes->data(), bytes->size)) return 0;
+  auto* p = reinterpret_cast<unsigned char*>(bytes->data());
   size_t replaced = 0;
   for (size_t i = 0; i < bytes->size;) {
     const size_t n = valid_sequence_length(p + i, bytes->size - i);

@@ -13,8 +13,9 @@
 
 namespace gpuutil::replay {
 
-// Returns the number of bytes replaced (0 for valid input, the common case,
-// which costs one SIMD validation pass).
+// Returns the number of bytes replaced (0 for valid input, which costs one
+// SIMD validation pass). The importer calls it only after a failed parse,
+// since simdjson's parse validates UTF-8 itself.
 size_t repair_utf8(TraceBytes* bytes, Diagnostics* diagnostics);
 
 }  // namespace gpuutil::replay
