@@ -98,6 +98,8 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
     const auto devices = build_device_timelines(s);
     const auto host = build_host_timelines(s);
     const HostBreakdownIndex host_index(s);
+    HostBreakdownIndex::Scratch host_scratch;  // reused by every step of this store
+    StepMetricsScratch metrics_scratch;
     const CounterIndex counters(s);
     const int64_t fallback = busiest_thread(s);
     {
@@ -142,7 +144,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         step.end_ns = w.end_ns;
         step.wall_ns = w.wall_ns();
       }
-      for (auto& h : host_index.step(w.start_ns, w.end_ns, options.top_n)) {
+      for (auto& h : host_index.step(w.start_ns, w.end_ns, options.top_n, host_scratch)) {
         h.rank = s.rank;
         step.host.push_back(std::move(h));
       }
@@ -172,7 +174,8 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         for (int c = 0; c < kIdleCauseCount; ++c) d.culprits[c] = top_culprits(idle.culprits[c], s.names, options.top_n);
         d.communication_total_ns = covered_ns(tl.communication, w.start_ns, w.end_ns);
         d.communication_overlap_ns = d.communication_total_ns - b.communication_ns;
-        const StepMetricSums sums = compute_step_metrics(s, tl, host, w.start_ns, w.end_ns, options, d);
+        const StepMetricSums sums =
+            compute_step_metrics(s, tl, host, w.start_ns, w.end_ns, options, d, &metrics_scratch);
 
         std::optional<double> peak;
         if (options.peak_tflops) {

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <tuple>
-#include <unordered_map>
 
 namespace gpuutil {
 
@@ -61,33 +61,25 @@ size_t idx(HostCategory c) { return static_cast<size_t>(c); }
 // latest end, then index (a strict total order).
 // A sorted vector, not a std::set: ranges nest a few deep, so linear
 // insert/erase on a small contiguous array beats a node allocation per op.
-class ActiveSet {
- public:
-  using Key = std::tuple<int64_t, int64_t, uint32_t>;
-  void insert(const Key& k) { keys_.insert(std::lower_bound(keys_.begin(), keys_.end(), k), k); }
-  void erase(const Key& k) {
-    auto it = std::lower_bound(keys_.begin(), keys_.end(), k);
-    if (it != keys_.end() && *it == k) keys_.erase(it);
-  }
-  bool empty() const { return keys_.empty(); }
-  std::vector<Key>::const_iterator begin() const { return keys_.begin(); }
-
- private:
-  std::vector<Key> keys_;
-};
-std::tuple<int64_t, int64_t, uint32_t> active_key(int64_t start_ns, int64_t end_ns, uint32_t i) {
-  return {start_ns, -end_ns, i};
+using Key = HostBreakdownIndex::Scratch::Key;
+void insert_key(std::vector<Key>& keys, const Key& k) { keys.insert(std::lower_bound(keys.begin(), keys.end(), k), k); }
+void erase_key(std::vector<Key>& keys, const Key& k) {
+  auto it = std::lower_bound(keys.begin(), keys.end(), k);
+  if (it != keys.end() && *it == k) keys.erase(it);
 }
+Key active_key(int64_t start_ns, int64_t end_ns, uint32_t i) { return {start_ns, -end_ns, i}; }
 
 }  // namespace
 
 HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store), by_thread_(store.threads.size()) {
-  auto slot = [this](uint32_t thread) -> std::vector<Item>& {
+  // Per thread, references to the store's ranges and blocking API calls (not
+  // copies: a long run has millions of ranges per thread).
+  auto slot = [this](uint32_t thread) -> std::vector<Ref>& {
     if (thread >= by_thread_.size()) by_thread_.resize(thread + 1);
     return by_thread_[thread];
   };
   {
-    // Reserve once: a long run has millions of ranges per thread.
+    // Reserve once.
     std::vector<size_t> n(by_thread_.size());
     auto bump = [&n](uint32_t t) {
       if (t >= n.size()) n.resize(t + 1);
@@ -99,35 +91,61 @@ HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store),
     }
     for (size_t t = 0; t < n.size(); ++t) slot(static_cast<uint32_t>(t)).reserve(n[t]);
   }
-  for (const auto& r : store.ranges) {
+  std::vector<int64_t> last_start(by_thread_.size(), std::numeric_limits<int64_t>::min());
+  std::vector<uint8_t> unsorted(by_thread_.size(), 0);
+  max_duration_ns_.assign(by_thread_.size(), 0);
+  for (uint32_t i = 0; i < store.ranges.size(); ++i) {
+    const auto& r = store.ranges[i];
     if (r.category == RangeCategory::kStep || r.end_ns <= r.start_ns) continue;
-    slot(r.thread).push_back({r.start_ns, r.end_ns, r.name, host_category(r.category),
-                              r.category == RangeCategory::kOp, false});
+    slot(r.thread).push_back({i, false});
+    if (r.start_ns < last_start[r.thread]) unsorted[r.thread] = 1;
+    last_start[r.thread] = r.start_ns;
+    max_duration_ns_[r.thread] = std::max(max_duration_ns_[r.thread], r.end_ns - r.start_ns);
   }
   std::vector<size_t> ranges_end(by_thread_.size());
   for (size_t t = 0; t < by_thread_.size(); ++t) ranges_end[t] = by_thread_[t].size();
-  for (const auto& c : store.api_calls) {
+  std::vector<int64_t> last_api_start(by_thread_.size(), std::numeric_limits<int64_t>::min());
+  for (uint32_t i = 0; i < store.api_calls.size(); ++i) {
+    const auto& c = store.api_calls[i];
     if (c.end_ns <= c.start_ns) continue;
     if (c.kind != HostApiKind::kSynchronize && c.kind != HostApiKind::kBlockingCopy) continue;
-    slot(c.thread).push_back({c.start_ns, c.end_ns, c.name, HostCategory::kHostSync, false, true});
+    slot(c.thread).push_back({i, true});
+    if (c.start_ns < last_api_start[c.thread]) unsorted[c.thread] = 1;
+    last_api_start[c.thread] = c.start_ns;
+    max_duration_ns_[c.thread] = std::max(max_duration_ns_[c.thread], c.end_ns - c.start_ns);
   }
-  max_duration_ns_.assign(by_thread_.size(), 0);
   for (size_t t = 0; t < by_thread_.size(); ++t) {
-    auto& items = by_thread_[t];
-    const auto by_start = [](const Item& a, const Item& b) { return a.start_ns < b.start_ns; };
+    auto& refs = by_thread_[t];
+    const auto by_start = [this](Ref a, Ref b) { return start_of(a) < start_of(b); };
     // Ranges first, then blocking API calls: two runs that are usually
     // sorted already, so a linear merge replaces a full sort.
-    const auto mid = items.begin() + static_cast<long>(std::min(ranges_end.size() > t ? ranges_end[t] : 0, items.size()));
-    if (std::is_sorted(items.begin(), mid, by_start) && std::is_sorted(mid, items.end(), by_start)) {
-      std::inplace_merge(items.begin(), mid, items.end(), by_start);
+    const auto mid = refs.begin() + static_cast<long>(ranges_end[t]);
+    if (!unsorted[t]) {
+      if (mid != refs.begin() && mid != refs.end() && start_of(*mid) < start_of(*(mid - 1))) {
+        std::inplace_merge(refs.begin(), mid, refs.end(), by_start);
+      }
     } else {
-      std::stable_sort(items.begin(), items.end(), by_start);
+      std::stable_sort(refs.begin(), refs.end(), by_start);
     }
-    for (const auto& it : items) max_duration_ns_[t] = std::max(max_duration_ns_[t], it.end_ns - it.start_ns);
   }
 }
 
+HostBreakdownIndex::Item HostBreakdownIndex::item(Ref r) const {
+  if (r.is_api) {
+    const auto& c = store_.api_calls[r.index];
+    return {c.start_ns, c.end_ns, c.name, HostCategory::kHostSync, false, true};
+  }
+  const auto& g = store_.ranges[r.index];
+  return {g.start_ns, g.end_ns, g.name, host_category(g.category), g.category == RangeCategory::kOp, false};
+}
+
 std::vector<HostThreadStepReport> HostBreakdownIndex::step(int64_t start_ns, int64_t end_ns, size_t top_n) const {
+  Scratch scratch;
+  return step(start_ns, end_ns, top_n, scratch);
+}
+
+std::vector<HostThreadStepReport> HostBreakdownIndex::step(int64_t start_ns, int64_t end_ns, size_t top_n,
+                                                           Scratch& scratch) const {
   std::vector<HostThreadStepReport> out;
   if (end_ns <= start_ns) return out;
   for (size_t t = 0; t < by_thread_.size(); ++t) {
@@ -135,35 +153,41 @@ std::vector<HostThreadStepReport> HostBreakdownIndex::step(int64_t start_ns, int
     // Ranges overlapping the window, clipped to it. Nothing starting before
     // start_ns - (longest range) can reach the window: skip it by bisection,
     // so each step costs its own ranges, not the whole run's.
-    std::vector<Item> items;
+    std::vector<Item>& items = scratch.items;
+    items.clear();
     const int64_t from_ns = start_ns - max_duration_ns_[t];
     auto first = std::lower_bound(all.begin(), all.end(), from_ns,
-                                  [](const Item& it, int64_t v) { return it.start_ns < v; });
+                                  [this](Ref r, int64_t v) { return start_of(r) < v; });
     for (auto p = first; p != all.end(); ++p) {
-      const Item& it = *p;
-      if (it.start_ns >= end_ns) break;
-      if (it.end_ns <= start_ns) continue;
-      Item c = it;
+      if (start_of(*p) >= end_ns) break;
+      Item c = item(*p);
+      if (c.end_ns <= start_ns) continue;
       c.start_ns = std::max(c.start_ns, start_ns);
       c.end_ns = std::min(c.end_ns, end_ns);
       items.push_back(c);
     }
     if (items.empty()) continue;
+    const auto n = static_cast<uint32_t>(items.size());
 
-    // Boundary events: (time, is_start, item). Ends sort before starts at
-    // the same time so back-to-back ranges never look nested.
-    std::vector<std::tuple<int64_t, int, uint32_t>> events;
-    events.reserve(items.size() * 2);
-    for (uint32_t i = 0; i < items.size(); ++i) {
-      events.emplace_back(items[i].start_ns, 1, i);
-      events.emplace_back(items[i].end_ns, 0, i);
-    }
-    std::sort(events.begin(), events.end());
+    // Boundary events in (time, is_start, item) order: ends sort before
+    // starts at the same time so back-to-back ranges never look nested.
+    // Clipped starts are already in item order; only the ends are sorted
+    // (usually they are too), then the two runs are merged.
+    std::vector<uint32_t>& ends = scratch.ends;
+    ends.resize(n);
+    for (uint32_t i = 0; i < n; ++i) ends[i] = i;
+    const auto by_end = [&items](uint32_t a, uint32_t b) {
+      return items[a].end_ns != items[b].end_ns ? items[a].end_ns < items[b].end_ns : a < b;
+    };
+    if (!std::is_sorted(ends.begin(), ends.end(), by_end)) std::sort(ends.begin(), ends.end(), by_end);
 
-    std::array<ActiveSet, kHostCategoryCount> active;
-    ActiveSet ops;  // active framework ops: name "other" time and API syncs
-    std::array<std::unordered_map<NameId, NamedTime>, kHostCategoryCount> tally;
-    std::vector<bool> credited(items.size(), false);
+    auto& active = scratch.active;  // [category], then [kHostCategoryCount] = ops
+    for (auto& a : active) a.clear();
+    std::vector<Key>& ops = active[kHostCategoryCount];  // active framework ops: name "other" time and API syncs
+    scratch.credited.assign(n, 0);
+    auto& tally = scratch.tally;
+    auto& slots = scratch.slot;
+    tally.clear();
     HostThreadStepReport rep;
     rep.thread = static_cast<uint32_t>(t);
     if (t < store_.threads.size()) {
@@ -186,48 +210,61 @@ std::vector<HostThreadStepReport> HostBreakdownIndex::step(int64_t start_ns, int
       // time and API-level syncs are named by the outermost op.
       long who = -1;
       if (winner == HostCategory::kOther) {
-        if (!ops.empty()) who = std::get<2>(*ops.begin());
+        if (!ops.empty()) who = std::get<2>(ops.front());
       } else {
-        who = std::get<2>(*active[idx(winner)].begin());
-        if (items[static_cast<size_t>(who)].is_api && !ops.empty()) who = std::get<2>(*ops.begin());
+        who = std::get<2>(active[idx(winner)].front());
+        if (items[static_cast<size_t>(who)].is_api && !ops.empty()) who = std::get<2>(ops.front());
       }
       if (who < 0) return;
       const Item& w = items[static_cast<size_t>(who)];
-      NamedTime& nt = tally[idx(winner)][w.name];
+      const size_t key = static_cast<size_t>(w.name) * 8 + idx(winner);
+      if (key >= slots.size()) slots.resize((static_cast<size_t>(w.name) + 1) * 8, 0);
+      if (slots[key] == 0) {
+        tally.push_back({w.name, static_cast<uint32_t>(idx(winner)), 0, 0});
+        slots[key] = static_cast<uint32_t>(tally.size());
+      }
+      auto& nt = tally[slots[key] - 1];
       nt.ns += hi - lo;
-      if (!credited[static_cast<size_t>(who)]) {
-        credited[static_cast<size_t>(who)] = true;
+      if (!scratch.credited[static_cast<size_t>(who)]) {
+        scratch.credited[static_cast<size_t>(who)] = 1;
         ++nt.count;
       }
     };
 
     int64_t cursor = start_ns;
-    for (const auto& [time_ns, is_start, i] : events) {
+    uint32_t next_start = 0, next_end = 0;
+    while (next_end < n) {
+      const bool is_start = next_start < n && items[next_start].start_ns < items[ends[next_end]].end_ns;
+      const uint32_t i = is_start ? next_start++ : ends[next_end++];
+      const Item& it = items[i];
+      const int64_t time_ns = is_start ? it.start_ns : it.end_ns;
       credit(cursor, time_ns);
       cursor = time_ns;
-      const Item& it = items[i];
       const auto key = active_key(it.start_ns, it.end_ns, i);
       // Ops count as "other" here (their category is kOther) and also name
       // API-level syncs.
-      ActiveSet& set = active[idx(it.category)];
+      auto& set = active[idx(it.category)];
       if (is_start) {
-        if (it.category != HostCategory::kOther) set.insert(key);
-        if (it.is_op) ops.insert(key);
+        if (it.category != HostCategory::kOther) insert_key(set, key);
+        if (it.is_op) insert_key(ops, key);
       } else {
-        set.erase(key);
-        ops.erase(key);
+        erase_key(set, key);
+        erase_key(ops, key);
       }
     }
     credit(cursor, end_ns);
 
-    for (size_t c = 0; c < kHostCategoryCount; ++c) {
-      std::vector<std::pair<NameId, NamedTime>> v(tally[c].begin(), tally[c].end());
-      std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
-        return a.second.ns != b.second.ns ? a.second.ns > b.second.ns : a.first < b.first;
-      });
-      for (size_t k = 0; k < v.size() && k < top_n; ++k) {
-        rep.culprits[c].push_back({std::string(store_.names.view(v[k].first)), v[k].second.ns, v[k].second.count});
-      }
+    for (const auto& e : tally) slots[static_cast<size_t>(e.name) * 8 + e.category] = 0;
+    std::sort(tally.begin(), tally.end(), [](const Scratch::Tally& a, const Scratch::Tally& b) {
+      if (a.category != b.category) return a.category < b.category;
+      return a.ns != b.ns ? a.ns > b.ns : a.name < b.name;
+    });
+    size_t taken = 0;
+    for (size_t k = 0; k < tally.size(); ++k) {
+      if (k > 0 && tally[k].category != tally[k - 1].category) taken = 0;
+      if (taken++ >= top_n) continue;
+      rep.culprits[tally[k].category].push_back(
+          {std::string(store_.names.view(tally[k].name)), tally[k].ns, tally[k].count});
     }
     out.push_back(std::move(rep));
   }

@@ -13,7 +13,10 @@
 // any thread; both only read the store.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gpuutil/events.h"
@@ -29,12 +32,6 @@ class HostBreakdownIndex {
  public:
   explicit HostBreakdownIndex(const EventStore& store);
 
-  // One report per thread with at least one range (or blocking API call)
-  // overlapping [start_ns, end_ns), in thread order. Each report's
-  // breakdown_ns sums to end_ns - start_ns.
-  std::vector<HostThreadStepReport> step(int64_t start_ns, int64_t end_ns, size_t top_n) const;
-
- private:
   struct Item {
     int64_t start_ns;
     int64_t end_ns;
@@ -43,9 +40,44 @@ class HostBreakdownIndex {
     bool is_op;    // a framework op: names "other" time and API-level syncs
     bool is_api;   // a blocking runtime call (named by its enclosing op)
   };
+  // Working memory step() reuses across calls (one per calling thread); its
+  // contents between calls mean nothing.
+  struct Scratch {
+    using Key = std::tuple<int64_t, int64_t, uint32_t>;  // outermost first
+    std::vector<Item> items;
+    std::vector<uint32_t> ends;  // item indices by (end_ns, index)
+    std::array<std::vector<Key>, kHostCategoryCount + 1> active;  // + ops
+    std::vector<uint8_t> credited;
+    struct Tally {
+      NameId name;
+      uint32_t category;
+      int64_t ns;
+      uint64_t count;
+    };
+    std::vector<Tally> tally;
+    std::vector<uint32_t> slot;  // name * 8 + category -> index in tally + 1
+  };
+
+  // One report per thread with at least one range (or blocking API call)
+  // overlapping [start_ns, end_ns), in thread order. Each report's
+  // breakdown_ns sums to end_ns - start_ns.
+  std::vector<HostThreadStepReport> step(int64_t start_ns, int64_t end_ns, size_t top_n) const;
+  // The same, reusing `scratch` between calls (same results).
+  std::vector<HostThreadStepReport> step(int64_t start_ns, int64_t end_ns, size_t top_n, Scratch& scratch) const;
+
+ private:
+  // A store range (is_api false) or blocking API call (is_api true).
+  struct Ref {
+    uint32_t index;
+    bool is_api;
+  };
+  Item item(Ref r) const;
+  int64_t start_of(Ref r) const {
+    return r.is_api ? store_.api_calls[r.index].start_ns : store_.ranges[r.index].start_ns;
+  }
   const EventStore& store_;
-  std::vector<std::vector<Item>> by_thread_;  // sorted by start_ns
-  std::vector<int64_t> max_duration_ns_;      // longest item per thread
+  std::vector<std::vector<Ref>> by_thread_;  // sorted by start_ns
+  std::vector<int64_t> max_duration_ns_;     // longest item per thread
 };
 
 }  // namespace gpuutil

@@ -152,17 +152,27 @@ HostTimelines build_host_timelines(const EventStore& store) {
   if (!launch_by_correlation.empty()) {
     int32_t last_device = 0;
     auto* per_device = &launches[0];
+    // Consecutive launches mostly share a (device, thread): keep its counter
+    // (unordered_map elements never move, even on rehash).
+    uint32_t last_thread = 0;
+    uint64_t* counter = nullptr;
     for (size_t k = 0; k < store.activities.size(); ++k) {
       const auto& a = store.activities[k];
       if (a.correlation_id == 0) continue;
       const uint32_t launch = launch_by_correlation.find(a.correlation_id);
       if (launch == kNoLaunch) continue;
       out.launch_of[k] = launch;
+      const uint32_t thread = store.api_calls[launch].thread;
       if (a.device != last_device) {
         last_device = a.device;
         per_device = &launches[a.device];
+        counter = nullptr;
       }
-      ++(*per_device)[store.api_calls[launch].thread];
+      if (!counter || thread != last_thread) {
+        last_thread = thread;
+        counter = &(*per_device)[thread];
+      }
+      ++*counter;
     }
   }
   for (const auto& [device, per_thread] : launches) {

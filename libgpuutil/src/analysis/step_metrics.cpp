@@ -36,10 +36,45 @@ int64_t percentile(std::vector<int64_t>& v, double q) {
 
 StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host,
                                     int64_t lo_ns, int64_t hi_ns, const AnalysisOptions& options,
-                                    DeviceStepReport& out) {
+                                    DeviceStepReport& out, StepMetricsScratch* scratch) {
   StepMetricSums sums;
   const DeviceInfo* info = store.device_info(tl.device);
-  const std::optional<OccupancyLimits> limits = info ? resolve_occupancy_limits(*info) : std::nullopt;
+  std::optional<OccupancyLimits> own_limits;
+  const std::optional<OccupancyLimits>* limits_p = &own_limits;
+  if (info) {
+    if (scratch) {
+      auto it = scratch->limits.find(tl.device);
+      if (it == scratch->limits.end()) it = scratch->limits.emplace(tl.device, resolve_occupancy_limits(*info)).first;
+      limits_p = &it->second;
+    } else {
+      own_limits = resolve_occupancy_limits(*info);
+    }
+  }
+  const std::optional<OccupancyLimits>& limits = *limits_p;
+  constexpr size_t kCacheSize = 1024;
+  if (scratch && info && limits && scratch->occupancy.size() != kCacheSize) scratch->occupancy.assign(kCacheSize, {});
+  // Occupancy is a pure function of the launch configuration (the device and
+  // its limits being fixed): memoised when the caller gives a scratch.
+  auto occupancy_of = [&](const DeviceActivity& a) -> std::optional<double> {
+    if (!scratch) return estimate_achieved_occupancy(a, *info, *limits);
+    const uint64_t blocks = a.blocks(), threads = a.threads_per_block();
+    const size_t h = static_cast<size_t>((blocks * 0x9E3779B97F4A7C15ull) ^ (threads * 0xC2B2AE3D27D4EB4Full) ^
+                                         (uint64_t(a.registers_per_thread) << 20) ^
+                                         (uint64_t(a.shared_memory_bytes) * 0x165667B19E3779F9ull) ^
+                                         uint64_t(uint32_t(tl.device)) * 0x27D4EB2F165667C5ull);
+    auto& e = scratch->occupancy[(h ^ (h >> 29)) % kCacheSize];
+    if (!e.used || e.device != tl.device || e.blocks != blocks || e.threads != threads ||
+        e.registers != a.registers_per_thread || e.shared_bytes != a.shared_memory_bytes) {
+      e.used = true;
+      e.device = tl.device;
+      e.blocks = blocks;
+      e.threads = threads;
+      e.registers = a.registers_per_thread;
+      e.shared_bytes = a.shared_memory_bytes;
+      e.occupancy = estimate_achieved_occupancy(a, *info, *limits);
+    }
+    return e.occupancy;
+  };
   std::unordered_map<NameId, NamedTime> kernel_time;
   std::vector<int64_t> latencies_ns;
   const auto& acts = store.activities;
@@ -67,7 +102,7 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
           sums.sm_weighted_ns += *e * static_cast<double>(in_ns);
           sums.sm_known = true;
         }
-        if (auto o = limits ? estimate_achieved_occupancy(a, *info, *limits) : std::nullopt) {
+        if (auto o = limits ? occupancy_of(a) : std::nullopt) {
           sums.occ_weighted_ns += *o * static_cast<double>(in_ns);
           sums.occ_kernel_ns += static_cast<double>(in_ns);
         }

@@ -6,9 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
 
 #include "analysis/device_timeline.h"
 #include "analysis/host_timeline.h"
+#include "analysis/occupancy.h"
 #include "gpuutil/analysis.h"
 #include "gpuutil/report.h"
 
@@ -24,8 +28,23 @@ struct StepMetricSums {
   bool sm_known = false;
 };
 
+// Working memory compute_step_metrics() may reuse across calls on one store
+// (one per calling thread): occupancy estimates memoised by launch
+// configuration. Results are the same with or without it.
+struct StepMetricsScratch {
+  struct Entry {
+    bool used = false;
+    int32_t device = 0;
+    uint64_t blocks = 0, threads = 0;
+    uint32_t registers = 0, shared_bytes = 0;
+    std::optional<double> occupancy;
+  };
+  std::vector<Entry> occupancy;  // direct-mapped by launch configuration
+  std::unordered_map<int32_t, std::optional<OccupancyLimits>> limits;  // per device
+};
+
 StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host,
                                     int64_t lo_ns, int64_t hi_ns, const AnalysisOptions& options,
-                                    DeviceStepReport& out);
+                                    DeviceStepReport& out, StepMetricsScratch* scratch = nullptr);
 
 }  // namespace gpuutil
