@@ -9,10 +9,6 @@
 
 #include <zlib.h>
 
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
-
 #ifdef GPUUTIL_HAVE_LIBDEFLATE
 #include <libdeflate.h>
 #endif
@@ -52,36 +48,10 @@ void finish_padding(TraceBytes* out, size_t size) {
 
 namespace {
 
-// Buffers at least this large are mapped directly (Linux) so they can be
-// backed by transparent huge pages.
-constexpr size_t kMapThresholdBytes = size_t{4} << 20;
-constexpr size_t kHugePageBytes = size_t{2} << 20;
-
-std::unique_ptr<char[], TraceBufferFree> new_buffer(size_t bytes) {
-#ifdef __linux__
-  if (bytes >= kMapThresholdBytes) {
-    const size_t mapped = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED) {
-      madvise(p, mapped, MADV_HUGEPAGE);  // advisory: failure just means small pages
-      return std::unique_ptr<char[], TraceBufferFree>(static_cast<char*>(p), TraceBufferFree{mapped});
-    }
-  }
-#endif
-  return std::unique_ptr<char[], TraceBufferFree>(new char[bytes], TraceBufferFree{0});
-}
+// Uninitialised on purpose: the decompressor or fread writes every byte.
+std::unique_ptr<char[]> new_buffer(size_t bytes) { return std::unique_ptr<char[]>(new char[bytes]); }
 
 }  // namespace
-
-void TraceBufferFree::operator()(char* p) const noexcept {
-#ifdef __linux__
-  if (mapped > 0) {
-    munmap(p, mapped);
-    return;
-  }
-#endif
-  delete[] p;
-}
 
 void TraceBytes::allocate(size_t bytes) {
   storage.reset();

@@ -4,9 +4,8 @@
 // the document, so the JSON parser can read them in place without another
 // copy. The buffer is allocated uninitialised (a 32 MB trace is written once
 // by the decompressor, not zero-filled first); only the padding is zeroed.
-// On Linux, buffers of several MB are mapped directly and marked for
-// transparent huge pages, which saves most of the page faults of a first
-// touch.
+// (Transparent huge pages were measured and dropped: a median gain with
+// 50-100 ms compaction stalls on some calls; benchmarks/RESULTS.md.)
 // Gzip is detected by its magic bytes (1f 8b), not by the file name;
 // concatenated gzip members are decompressed in sequence. Internal to the
 // replay collector.
@@ -19,16 +18,9 @@
 
 namespace gpuutil::replay {
 
-// Frees a TraceBytes buffer: `mapped` bytes of a direct mapping, or
-// delete[] when mapped is 0.
-struct TraceBufferFree {
-  size_t mapped = 0;
-  void operator()(char* p) const noexcept;
-};
-
 // A document plus at least kTracePaddingBytes zero bytes of slack after it.
 struct TraceBytes {
-  std::unique_ptr<char[], TraceBufferFree> storage;  // `capacity` bytes, uninitialised
+  std::unique_ptr<char[]> storage;  // `capacity` bytes, uninitialised
   size_t capacity = 0;  // capacity >= size + kTracePaddingBytes once filled
   size_t size = 0;      // document length in bytes
   char* data() const { return storage.get(); }
