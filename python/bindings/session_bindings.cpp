@@ -13,6 +13,7 @@
 
 #include "gpuutil/clock.h"
 #include "gpuutil/range_classify.h"
+#include "gpuutil/report_json.h"
 #include "gpuutil/session.h"
 
 namespace py = pybind11;
@@ -56,6 +57,8 @@ void bind_session(py::module_& m) {
       .def_property_readonly("error", &gpuutil::Session::error)
       .def("begin_step", &gpuutil::Session::begin_step, py::arg("step"), py::arg("t_ns"))
       .def("end_step", &gpuutil::Session::end_step, py::arg("t_ns"))
+      .def("close_step", &gpuutil::Session::close_step, py::arg("step"), py::arg("start_ns"), py::arg("end_ns"),
+           "Records the closed step [start_ns, end_ns) (automatic steps).")
       .def("step_open", &gpuutil::Session::step_open)
       .def("thread_index", &gpuutil::Session::thread_index, py::arg("pid"), py::arg("tid"), py::arg("name") = "")
       .def(
@@ -77,18 +80,28 @@ void bind_session(py::module_& m) {
             s.count(diag_by_name(name), n, example);
           },
           py::arg("name"), py::arg("n") = 1, py::arg("example") = "")
+      .def(
+          "add_standing_diagnostic",
+          [](gpuutil::Session& s, const std::string& name, const std::string& example) {
+            s.add_standing_diagnostic(diag_by_name(name), example);
+          },
+          py::arg("name"), py::arg("example") = "", "Counted once in every later report.")
       .def("set_steps_source", &gpuutil::Session::set_steps_source, py::arg("source"))
       .def("mark_complete_until", &gpuutil::Session::mark_complete_until, py::arg("t_ns"))
       .def(
-          "collect", [](gpuutil::Session& s) {
+          "collect",
+          [](gpuutil::Session& s, std::optional<int64_t> complete_until_ns) {
             std::vector<gpuutil::StepOutput> outs;
             {
               py::gil_scoped_release release;
+              if (complete_until_ns) s.mark_complete_until(*complete_until_ns);
               outs = s.collect();
             }
             return jsons(std::move(outs));
           },
-          "Analyses the reportable steps; returns their JSON lines.")
+          py::arg("complete_until_ns") = py::none(),
+          "Marks data complete up to complete_until_ns (if given), analyses the reportable steps; returns their "
+          "JSON lines.")
       .def(
           "finish", [](gpuutil::Session& s, int64_t t_ns) {
             std::vector<gpuutil::StepOutput> outs;
@@ -101,5 +114,8 @@ void bind_session(py::module_& m) {
           py::arg("t_ns"))
       .def_property_readonly("steps_reported", &gpuutil::Session::steps_reported)
       .def_property_readonly("outside_steps_ns", &gpuutil::Session::outside_steps_ns)
-      .def_property_readonly("pending_events", &gpuutil::Session::pending_events);
+      .def_property_readonly("pending_events", &gpuutil::Session::pending_events)
+      .def(
+          "run_totals_json", [](const gpuutil::Session& s) { return gpuutil::run_totals_to_json(s.run_totals()); },
+          "Sums over every reported step (devices, host threads, findings) as JSON.");
 }

@@ -10,7 +10,20 @@ cannot run says why, and every report carries that as the
 
 Memory is bounded: ``prof.reports`` keeps the most recent ``keep_reports``
 steps (the JSON Lines file, if asked for, has all of them) and
-``prof.summary()`` is computed from running totals.
+``prof.summary()`` is computed from running totals kept by the C++ session.
+
+Cost at a step boundary is kept small because it is paid on the training
+thread every step: the step is closed and the collectors drain (a few C++
+calls). Finished steps are analysed (C++) and written out in batches, at
+most every ``report_interval_ms`` (default 100 ms; 0 = every step): one
+batch keeps the analysis code and data warm in the caches, so a fast
+training loop pays a fraction of a cold per-step analysis. Reading
+``prof.reports`` or ``prof.summary()``, or stopping, reports every finished
+step first, so the batching is invisible there; ``on_step`` callbacks and
+the JSON Lines file receive reports up to ``report_interval_ms`` late.
+``prof.reports`` keeps each report as its JSON text and parses it into a
+dict the first time it is read; only an ``on_step`` callback makes every
+report parse at once.
 """
 
 from __future__ import annotations
@@ -21,7 +34,7 @@ import json
 import math
 import os
 import weakref
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence, Union, overload
 
 from gpuutil import _core
 
@@ -103,12 +116,15 @@ class Profile:
         keep_reports: int = 1000,
         max_pending_events: int = 1 << 22,
         on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
+        report_interval_ms: float = 100.0,
     ) -> None:
         for name, value in (("flops_per_step", flops_per_step), ("peak_tflops", peak_tflops)):
             if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
                 raise ValueError(f"{name} must be a positive finite number, not {value!r}")
         if keep_reports < 0:
             raise ValueError("keep_reports must be >= 0")
+        if not isinstance(report_interval_ms, (int, float)) or not 0 <= report_interval_ms < math.inf:
+            raise ValueError(f"report_interval_ms must be a finite number >= 0, not {report_interval_ms!r}")
         self.rank, self.world_size = _rank_and_world()
         self.output: Optional[str] = _ranked_path(os.fspath(output), self.rank, self.world_size) if output else None
         self._session = _core.Session(
@@ -121,16 +137,16 @@ class Profile:
         )
         if not self._session.ok:
             raise OSError(f"gpuutil: {self._session.error}")
-        self.reports: Deque[Dict[str, Any]] = collections.deque(maxlen=keep_reports)
+        self.reports: Reports = Reports(keep_reports, self.flush)
+        self._report_interval_ns = int(report_interval_ms * 1e6)
+        self._last_report_ns = 0
+        self._complete_ns = -(1 << 63)  # collectors' data is complete up to here
+        self._unreported = False  # steps closed since the last collect
         self._on_step = on_step
         self._collectors: List[Collector] = []
         self._off_reasons: List[str] = []
         self._next_step = 0
         self._running = False
-        self._totals: Dict[tuple, Dict[str, Any]] = {}
-        self._findings: Dict[str, Dict[str, Any]] = {}
-        self._steps = 0
-        self._wall_ns = 0
         #: How step boundaries were found: "user" (prof.step()),
         #: "optimizer_step" (automatic, from optimizer step hooks) or None.
         self.steps_source: Optional[str] = None
@@ -138,7 +154,6 @@ class Profile:
         # that collectors add at start (e.g. torch_hook_fallback).
         self.step_diagnostics: List["tuple[str, str]"] = []
         self._auto_start_ns = 0
-        self._host = _HostTotals()
         self.thread = self._session.thread_index(os.getpid(), _thread_id(), "main")
 
     # -- lifecycle -----------------------------------------------------
@@ -168,6 +183,11 @@ class Profile:
                 self._off_reasons.append(reason if prefixed else f"{collector.name}: {reason}")
         if not gpu and not any("cupti" in r.lower() for r in self._off_reasons):
             self._off_reasons.insert(0, NO_GPU_COLLECTOR_REASON)
+        # Conditions of the whole session, counted once in every report.
+        for reason in self._off_reasons:
+            self._session.add_standing_diagnostic("gpu_collection_off", reason)
+        for name, example in self.step_diagnostics:
+            self._session.add_standing_diagnostic(name, example)
         self._auto_start_ns = _core.now_ns()
         _live_profiles.add(self)
         return self
@@ -179,6 +199,7 @@ class Profile:
         self._running = False
         for c in self._collectors:
             c.stop(self)
+        self._unreported = False
         self._deliver(self._session.finish(_core.now_ns()))
         _live_profiles.discard(self)
 
@@ -203,13 +224,14 @@ class Profile:
         if not self._running:
             raise RuntimeError("the profile is not running: use `with gpuutil.profile() as prof:`")
         self._set_steps_source("user")
-        self._count_step_diagnostics()
         self._session.begin_step(step, _core.now_ns())
         _core.nvtx_push_step(step)  # shows in Nsight Systems (gpuutil domain)
 
     def end_step(self) -> None:
         _core.nvtx_pop_step()
-        self._end_step_at(_core.now_ns())
+        now = _core.now_ns()
+        self._session.end_step(now)
+        self._report_until(now)
 
     def _set_steps_source(self, source: str) -> None:
         if self.steps_source != source:
@@ -227,31 +249,42 @@ class Profile:
         """
         if not self._running or self.steps_source == "user":
             return False
-        self._set_steps_source("optimizer_step")
+        if self.steps_source is None:
+            self._set_steps_source("optimizer_step")
         now = _core.now_ns()
-        self._count_step_diagnostics()
-        self._session.begin_step(self._next_step, self._auto_start_ns)
+        self._session.close_step(self._next_step, self._auto_start_ns, now)
         self._next_step += 1
         self._auto_start_ns = now
-        self._end_step_at(now)
+        self._report_until(now)
         return True
 
-    def _count_step_diagnostics(self) -> None:
-        for reason in self._off_reasons:
-            self._session.count("gpu_collection_off", 1, reason)
-        for name, example in self.step_diagnostics:
-            self._session.count(name, 1, example)
-
-    def _end_step_at(self, now: int) -> None:
-        self._session.end_step(now)
+    def _report_until(self, now: int) -> None:
+        """After a step closed at ``now``: drain the collectors; report the
+        finished steps if ``report_interval_ms`` has passed since the last
+        report."""
         complete = now
         for c in self._collectors:
             c.on_step_end(self)
             until = c.complete_until_ns()
-            if until is not None:
-                complete = min(complete, until)
-        self._session.mark_complete_until(complete)
-        self._deliver(self._session.collect())
+            if until is not None and until < complete:
+                complete = until
+        self._complete_ns = complete
+        self._unreported = True
+        if now - self._last_report_ns >= self._report_interval_ns:
+            self._last_report_ns = now
+            self._collect()
+
+    def _collect(self) -> None:
+        self._unreported = False
+        self._deliver(self._session.collect(self._complete_ns))
+
+    def flush(self) -> None:
+        """Analyses and reports every finished step now (to ``prof.reports``,
+        ``on_step`` and the JSON Lines file). Reading ``prof.reports`` or
+        ``prof.summary()`` does this by itself."""
+        if self._unreported:
+            self._last_report_ns = _core.now_ns()
+            self._collect()
 
     # -- output --------------------------------------------------------
     @property
@@ -261,80 +294,97 @@ class Profile:
 
     def summary(self) -> Dict[str, Any]:
         """Run totals over every reported step (not only the kept ones)."""
-        devices = []
-        for (rank, device), t in sorted(self._totals.items()):
-            wall = t["wall_ns"]
-            busy = t["compute"] + t["communication"] + t["memory"]
-            devices.append(
-                {
-                    "rank": rank,
-                    "device": device,
-                    "name": t["name"],
-                    "wall_ns": wall,
-                    "breakdown_ns": {k: t[k] for k in _BREAKDOWN_KEYS},
-                    "busy_pct": (100.0 * busy / wall) if wall else None,
-                }
-            )
-        findings = sorted(self._findings.values(), key=lambda f: -f["recoverable_ns"])
+        self.flush()
+        totals = json.loads(self._session.run_totals_json())
+        findings = totals["findings"]
         return {
-            "steps": self._steps,
-            "steps_wall_ns": self._wall_ns,
+            "steps": totals["steps"],
+            "steps_wall_ns": totals["steps_wall_ns"],
             "outside_steps_ns": self._session.outside_steps_ns,
-            "devices": devices,
+            "devices": totals["devices"],
             "findings": findings,
             "top_finding": findings[0] if findings else None,
             "gpu_collection_off": self.gpu_collection_off,
             "steps_source": self.steps_source,
-            "host": self._host.summary(),
+            "host": totals["host"],
         }
 
     def _deliver(self, lines: List[str]) -> None:
+        if not lines:
+            return
+        if self._on_step is None:
+            self.reports.extend_json(lines)
+            return
         for line in lines:
             report = json.loads(line)
             self.reports.append(report)
-            self._accumulate(report)
-            if self._on_step is not None:
-                self._on_step(report)
-
-    def _accumulate(self, report: Dict[str, Any]) -> None:
-        for step in report.get("steps", []):
-            self._steps += 1
-            self._wall_ns += step["wall_ns"]
-            self._host.add(step.get("host", []))
-            for d in step["devices"]:
-                t = self._totals.setdefault(
-                    (d["rank"], d["device"]), {"name": d["name"], "wall_ns": 0, **{k: 0 for k in _BREAKDOWN_KEYS}}
-                )
-                t["wall_ns"] += d["wall_ns"]
-                for k in _BREAKDOWN_KEYS:
-                    t[k] += d["breakdown_ns"][k]
-        for f in report.get("findings", []):
-            agg = self._findings.setdefault(f["id"], {"id": f["id"], "title": f["title"], "fix": f["fix"],
-                                                      "recoverable_ns": 0, "steps": 0})
-            agg["recoverable_ns"] += f["recoverable_ns"]
-            agg["steps"] += 1
+            self._on_step(report)
 
 
-class _HostTotals:
-    """Run totals of the per-thread host breakdown (steps[].host)."""
+class Reports(Sequence[Dict[str, Any]]):
+    """The most recent step reports, oldest first (a read-only sequence of dicts).
 
-    def __init__(self) -> None:
-        self._threads: Dict[tuple, Dict[str, Any]] = {}
+    Holds at most ``maxlen`` reports. Each is kept as its JSON line until it
+    is first read, then as the parsed dict (the same dict on every read).
+    """
 
-    def add(self, hosts: List[Dict[str, Any]]) -> None:
-        for h in hosts:
-            t = self._threads.setdefault(
-                (h.get("rank", 0), h["tid"]),
-                {"rank": h.get("rank", 0), "tid": h["tid"], "name": h["name"], "steps": 0, "wall_ns": 0,
-                 "breakdown_ns": {k: 0 for k in h["breakdown_ns"]}},
-            )
-            t["steps"] += 1
-            t["wall_ns"] += h["wall_ns"]
-            for k, v in h["breakdown_ns"].items():
-                t["breakdown_ns"][k] = t["breakdown_ns"].get(k, 0) + v
+    def __init__(self, maxlen: int, flush: Optional[Callable[[], None]] = None) -> None:
+        self._items: Deque[Union[str, Dict[str, Any]]] = collections.deque(maxlen=maxlen)
+        self._flush = flush
 
-    def summary(self) -> List[Dict[str, Any]]:
-        return [dict(t, breakdown_ns=dict(t["breakdown_ns"])) for _, t in sorted(self._threads.items())]
+    @property
+    def maxlen(self) -> int:
+        return self._items.maxlen or 0
+
+    def append(self, report: Dict[str, Any]) -> None:
+        self._items.append(report)
+
+    def extend_json(self, lines: List[str]) -> None:
+        self._items.extend(lines)
+
+    def _ready(self) -> None:
+        if self._flush is not None:
+            self._flush()
+
+    def _at(self, i: int) -> Dict[str, Any]:
+        item = self._items[i]
+        if isinstance(item, str):
+            item = json.loads(item)
+            self._items[i] = item
+        return item
+
+    @overload
+    def __getitem__(self, i: int) -> Dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> List[Dict[str, Any]]: ...
+
+    def __getitem__(self, i: Union[int, slice]) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
+        self._ready()
+        if isinstance(i, slice):
+            return [self._at(k) for k in range(*i.indices(len(self._items)))]
+        if i < 0:
+            i += len(self._items)
+        if not 0 <= i < len(self._items):
+            raise IndexError("report index out of range")
+        return self._at(i)
+
+    def __len__(self) -> int:
+        self._ready()
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        self._ready()
+        for i in range(len(self._items)):
+            yield self._at(i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Reports):
+            other = list(other)
+        return isinstance(other, (list, tuple)) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"Reports({len(self._items)} of at most {self.maxlen})"
 
 
 class _StepScope:
@@ -379,6 +429,7 @@ def profile(
     peak_tflops: Optional[float] = None,
     keep_reports: int = 1000,
     on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
+    report_interval_ms: float = 100.0,
 ) -> Profile:
     """Profiles a training loop, step by step.
 
@@ -405,7 +456,11 @@ def profile(
         dtype: the training precision, picks the peak FLOP/s for MFU.
         peak_tflops: overrides the peak table.
         keep_reports: how many recent step reports ``prof.reports`` keeps.
-        on_step: called with each step's report dict (a tracker sink).
+        on_step: called with each step's report dict (a tracker sink), in
+            step order, up to ``report_interval_ms`` after the step ends.
+        report_interval_ms: finished steps are analysed in batches at most
+            this often (0: at every step end). Reading ``prof.reports`` or
+            ``prof.summary()`` reports every finished step first.
 
     Returns a :class:`Profile`; use it as a context manager.
     """
@@ -416,4 +471,5 @@ def profile(
         peak_tflops=peak_tflops,
         keep_reports=keep_reports,
         on_step=on_step,
+        report_interval_ms=report_interval_ms,
     )

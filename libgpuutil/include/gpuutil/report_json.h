@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gpuutil/report.h"
+#include "gpuutil/run_totals.h"
 
 namespace gpuutil {
 
@@ -14,5 +15,12 @@ inline constexpr const char* kReportSchema = "gpuutil.report/1";
 
 // indent < 0: compact single line (one JSON Lines record).
 std::string report_to_json(const Report& report, int indent = -1);
+
+// A live session's run totals (what prof.summary() is built from):
+// {"steps", "steps_wall_ns", "devices": [{"rank", "device", "name",
+// "wall_ns", "breakdown_ns", "busy_pct"}], "host": [{"rank", "tid", "name",
+// "steps", "wall_ns", "breakdown_ns"}], "findings": [{"id", "title", "fix",
+// "recoverable_ns", "steps"}]}; findings most recoverable first.
+std::string run_totals_to_json(const RunTotals& totals);
 
 }  // namespace gpuutil

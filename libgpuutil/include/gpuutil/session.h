@@ -33,6 +33,7 @@
 #include "gpuutil/analysis.h"
 #include "gpuutil/events.h"
 #include "gpuutil/report.h"
+#include "gpuutil/run_totals.h"
 
 namespace gpuutil {
 class JsonlSink;
@@ -77,6 +78,9 @@ class Session {
   // How steps are found ("session", "user", "optimizer_step", ...): written
   // into each report's sources[0].steps_source from the next report on.
   void set_steps_source(std::string_view source);
+  // A condition that holds for the whole session (e.g. GPU collection is
+  // off, and why): counted once in every report from the next one on.
+  void add_standing_diagnostic(Diag d, std::string_view example = {});
 
   // --- step boundaries (application thread) ---
   // Opens step `step` at t_ns. An open step is closed at t_ns first.
@@ -84,6 +88,10 @@ class Session {
   // Closes the open step at t_ns (no-op with a diagnostic if none is open).
   void end_step(int64_t t_ns);
   bool step_open() const;
+  // Records the closed step [start_ns, end_ns) in one call (automatic steps,
+  // whose start is known only when they end); an open step is closed at
+  // start_ns first.
+  void close_step(int64_t step, int64_t start_ns, int64_t end_ns);
 
   // --- completion and output ---
   // Collectors promise that every event ending before t_ns has been
@@ -99,6 +107,7 @@ class Session {
   uint64_t steps_reported() const;
   int64_t outside_steps_ns() const;  // time between consecutive steps
   size_t pending_events() const;     // buffered now (for memory tests)
+  RunTotals run_totals() const;      // sums over every reported step
 
   // Called with each finished step while the session lock is NOT held
   // (e.g. a tracker sink). Set before the first step.
@@ -106,6 +115,8 @@ class Session {
 
  private:
   bool admit_locked();
+  void begin_step_locked(int64_t step, int64_t t_ns);
+  void end_step_locked(int64_t t_ns);
   void prune_locked(int64_t keep_from_ns);
 
   SessionOptions options_;
@@ -121,6 +132,8 @@ class Session {
   uint64_t steps_reported_ = 0;
   bool finished_ = false;
   Diagnostics since_last_report_;
+  std::vector<std::pair<Diag, std::string>> standing_;
+  RunTotals totals_;
   std::unique_ptr<JsonlSink> jsonl_;
   std::function<void(const StepOutput&)> callback_;
 };

@@ -12,6 +12,7 @@
 //   - indent < 0 gives one compact line (a JSON Lines record).
 #include "gpuutil/report_json.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -161,6 +162,14 @@ Json device_step_json(const DeviceStepReport& d) {
   return j;
 }
 
+Json host_breakdown_json(const std::array<int64_t, kHostCategoryCount>& breakdown_ns) {
+  Json b = Json::object();
+  for (int i = 0; i < kHostCategoryCount; ++i) {
+    b[to_string(static_cast<HostCategory>(i))] = breakdown_ns[static_cast<size_t>(i)];
+  }
+  return b;
+}
+
 Json host_thread_json(const HostThreadStepReport& h) {
   Json j = Json::object();
   j["rank"] = h.rank;
@@ -168,14 +177,11 @@ Json host_thread_json(const HostThreadStepReport& h) {
   j["tid"] = h.tid;
   j["name"] = h.name;
   j["wall_ns"] = h.wall_ns;
-  Json b = Json::object();
   Json c = Json::object();
   for (int i = 0; i < kHostCategoryCount; ++i) {
-    const char* key = to_string(static_cast<HostCategory>(i));
-    b[key] = h.breakdown_ns[static_cast<size_t>(i)];
-    c[key] = named_times_json(h.culprits[static_cast<size_t>(i)]);
+    c[to_string(static_cast<HostCategory>(i))] = named_times_json(h.culprits[static_cast<size_t>(i)]);
   }
-  j["breakdown_ns"] = std::move(b);
+  j["breakdown_ns"] = host_breakdown_json(h.breakdown_ns);
   j["culprits"] = std::move(c);
   return j;
 }
@@ -290,6 +296,52 @@ std::string report_to_json(const Report& report, int indent) {
   root["diagnostics"] = diagnostics_json(report.diagnostics);
   // replace: a stray invalid UTF-8 byte in a kernel name must not throw.
   return root.dump(indent < 0 ? -1 : indent, ' ', false, Json::error_handler_t::replace);
+}
+
+std::string run_totals_to_json(const RunTotals& totals) {
+  Json root = Json::object();
+  root["steps"] = totals.steps;
+  root["steps_wall_ns"] = totals.steps_wall_ns;
+  Json devices = Json::array();
+  for (const auto& [key, d] : totals.devices) {
+    Json j = Json::object();
+    j["rank"] = key.first;
+    j["device"] = key.second;
+    j["name"] = d.name;
+    j["wall_ns"] = d.wall_ns;
+    j["breakdown_ns"] = breakdown_json(d.breakdown);
+    j["busy_pct"] = ratio_or_null(static_cast<double>(d.breakdown.busy_ns()), static_cast<double>(d.wall_ns), 100.0);
+    devices.push_back(std::move(j));
+  }
+  root["devices"] = std::move(devices);
+  Json host = Json::array();
+  for (const auto& [key, h] : totals.threads) {
+    Json j = Json::object();
+    j["rank"] = key.first;
+    j["tid"] = key.second;
+    j["name"] = h.name;
+    j["steps"] = h.steps;
+    j["wall_ns"] = h.wall_ns;
+    j["breakdown_ns"] = host_breakdown_json(h.breakdown_ns);
+    host.push_back(std::move(j));
+  }
+  root["host"] = std::move(host);
+  std::vector<std::pair<const std::string*, const FindingTotals*>> ranked;
+  for (const auto& [id, f] : totals.findings) ranked.emplace_back(&id, &f);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.second->recoverable_ns > b.second->recoverable_ns; });
+  Json findings = Json::array();
+  for (const auto& [id, f] : ranked) {
+    Json j = Json::object();
+    j["id"] = *id;
+    j["title"] = f->title;
+    j["fix"] = f->fix;
+    j["recoverable_ns"] = f->recoverable_ns;
+    j["steps"] = f->steps;
+    findings.push_back(std::move(j));
+  }
+  root["findings"] = std::move(findings);
+  return root.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace gpuutil

@@ -90,8 +90,23 @@ void Session::set_steps_source(std::string_view source) {
   store_.steps_source = std::string(source);
 }
 
+void Session::add_standing_diagnostic(Diag d, std::string_view example) {
+  std::lock_guard<std::mutex> lock(mu_);
+  standing_.emplace_back(d, std::string(example));
+}
+
 void Session::begin_step(int64_t step, int64_t t_ns) {
   std::lock_guard<std::mutex> lock(mu_);
+  begin_step_locked(step, t_ns);
+}
+
+void Session::close_step(int64_t step, int64_t start_ns, int64_t end_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  begin_step_locked(step, start_ns);
+  end_step_locked(end_ns);
+}
+
+void Session::begin_step_locked(int64_t step, int64_t t_ns) {
   if (open_) {
     current_.end_ns = std::max(t_ns, current_.start_ns);
     closed_.push_back(current_);
@@ -105,6 +120,10 @@ void Session::begin_step(int64_t step, int64_t t_ns) {
 
 void Session::end_step(int64_t t_ns) {
   std::lock_guard<std::mutex> lock(mu_);
+  end_step_locked(t_ns);
+}
+
+void Session::end_step_locked(int64_t t_ns) {
   if (!open_) {
     since_last_report_.add(Diag::step_end_without_begin);
     return;
@@ -153,6 +172,8 @@ std::vector<StepOutput> Session::collect() {
       // Data problems counted since the previous report belong to this one.
       o.report.diagnostics.merge(since_last_report_);
       since_last_report_ = Diagnostics();
+      for (const auto& [d, example] : standing_) o.report.diagnostics.add(d, 1, example);
+      totals_.add(o.report);
       o.report.summary.trace_span_ns = w.wall_ns();
       o.report.summary.outside_steps_ns = 0;
       o.json = report_to_json(o.report);
@@ -202,6 +223,11 @@ int64_t Session::outside_steps_ns() const {
 size_t Session::pending_events() const {
   std::lock_guard<std::mutex> lock(mu_);
   return store_.activities.size() + store_.api_calls.size() + store_.ranges.size() + store_.counters.size();
+}
+
+RunTotals Session::run_totals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return totals_;
 }
 
 void Session::set_step_callback(std::function<void(const StepOutput&)> cb) {

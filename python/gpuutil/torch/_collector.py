@@ -7,29 +7,29 @@ Two sources of ranges, chosen at start:
   installed torch) when a build for this torch exists: DataLoader waits,
   zero_grad, ``aten::item``/``aten::_local_scalar_dense``, c10d ops and
   autograd nodes on every thread, drained from its per-thread rings at each
-  step end;
+  step end straight into the session, in C++ (``_core.TorchHookDrain``
+  over the hook's C interface, ``csrc/hook_abi.h``);
 * otherwise Python-level hooks for the same things (``_fallback``), and the
   ``torch_hook_fallback`` diagnostic in every report saying why.
 
 In both modes the optimizer step is timed by optimizer step pre/post hooks
 (they also end automatic steps: PyTorch's own ``Optimizer.step#`` range
 closes after the post-hooks run, too late for a boundary), backward by a
-``torch.autograd.backward`` wrapper and forward by global module hooks.
+``torch.autograd.backward`` wrapper and forward by module hooks on the
+outermost modules (``_fallback``: found by global hooks during the first
+step, then hooks on those modules only).
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
+from gpuutil import _core
 from gpuutil.torch import _ext
 from gpuutil.torch._fallback import PythonHooks
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuutil._profile import Profile
-
-_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
 
 
 class TorchCollector:
@@ -51,8 +51,8 @@ class TorchCollector:
             function_scope = dist.is_available() and dist.is_initialized()
         self._function_scope = function_scope
         self._ext: Any = None
+        self._drainer: Any = None
         self._hooks: Optional[PythonHooks] = None
-        self._threads: Dict[int, int] = {}
         #: "libtorch" (RecordFunction observer) or "python" (fallback hooks).
         self.mode = ""
 
@@ -64,6 +64,7 @@ class TorchCollector:
                 prof, forward_hooks=self._forward_hooks, python_ranges=False, item_hook=not self._function_scope
             )
             self._ext.drain()  # discard anything from an earlier session
+            self._drainer = _core.TorchHookDrain(prof._session, self._ext.api())
             self._ext.start(self._function_scope)
         else:
             self.mode = "python"
@@ -72,29 +73,13 @@ class TorchCollector:
         self._hooks.install()
         return None
 
-    def _thread(self, tid: int) -> int:
-        idx = self._threads.get(tid)
-        if idx is None:
-            name = next((t.name for t in threading.enumerate() if t.native_id == tid), "")
-            idx = self._prof._session.thread_index(os.getpid(), tid, name)
-            self._threads[tid] = idx
-        return idx
-
     def _drain(self) -> None:
-        if self._ext is None:
-            return
-        records, dropped = self._ext.drain()
-        session = self._prof._session
-        for name, start_ns, end_ns, tid, kind in records:
-            if name.startswith("Optimizer.step#"):
-                continue  # timed by the step hooks (see the module docstring)
-            if kind == 2:
-                name = _BACKWARD_PREFIX + name
-            session.add_range(name, start_ns, end_ns, self._thread(tid), kind == 1)
-        if dropped:
-            session.count("torch_ranges_dropped", dropped, f"{dropped} ranges")
+        if self._drainer is not None:
+            self._drainer.drain()
 
     def on_step_end(self, prof: "Profile") -> None:
+        if self._hooks is not None:
+            self._hooks.on_step_end()
         self._drain()
 
     def complete_until_ns(self) -> Optional[int]:

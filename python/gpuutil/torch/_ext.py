@@ -10,11 +10,16 @@ Building takes about a minute, so ``gpuutil.profile()`` never builds: it
 loads a build that exists (``python -m gpuutil.torch.build`` or
 ``scripts/bootstrap.sh`` makes it), checks the torch version it was
 compiled against, and otherwise falls back to Python-level hooks and says
-why.
+why. Loading an existing build imports the shared object directly (no
+ninja run, no subprocess: a fork of a large training process is not free);
+a stamp next to it holds the hash of the sources it was built from, so a
+build from older sources is reported as out of date instead of loaded.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -24,6 +29,8 @@ import torch
 
 NAME = "gpuutil_torch_hook"
 SOURCE = Path(__file__).resolve().parent / "csrc" / "record_function_hook.cpp"
+HEADERS = (SOURCE.parent / "hook_abi.h",)
+STAMP = "sources.sha256"
 
 
 def _torch_release() -> str:
@@ -41,24 +48,57 @@ def _built(path: Path) -> bool:
     return (path / f"{NAME}.so").is_file()
 
 
+def sources_hash() -> str:
+    """SHA-256 over the hook's sources (what a build must match)."""
+    h = hashlib.sha256()
+    for f in (SOURCE, *HEADERS):
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _import_built(path: Path) -> Any:
+    """Imports an existing build directly (no ninja, no subprocess)."""
+    if NAME in sys.modules:
+        return sys.modules[NAME]
+    spec = importlib.util.spec_from_file_location(NAME, path / f"{NAME}.so")
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path / NAME}.so")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[NAME] = module
+    return module
+
+
 def load(build: bool = False, verbose: bool = False) -> Tuple[Optional[Any], Optional[str]]:
-    """Returns (module, None), or (None, reason) when the hook cannot be used."""
+    """Returns (module, None), or (None, reason) when the hook cannot be used.
+
+    ``build=False`` (what ``gpuutil.profile()`` does) only imports a build
+    made from the current sources; ``build=True`` (re)builds when needed.
+    """
     if os.environ.get("GPUUTIL_TORCH_HOOK", "").lower() in ("0", "off", "python"):
         return None, "disabled by GPUUTIL_TORCH_HOOK"
     path = build_dir()
-    if not build and not _built(path):
-        return None, f"not built for torch {torch.__version__} (run `python -m gpuutil.torch.build`)"
     try:
-        from torch.utils import cpp_extension
+        if not build:
+            if not _built(path):
+                return None, f"not built for torch {torch.__version__} (run `python -m gpuutil.torch.build`)"
+            stamp = path / STAMP
+            if not stamp.is_file() or stamp.read_text().strip() != sources_hash():
+                return None, "built from other gpuutil sources, out of date (run `python -m gpuutil.torch.build`)"
+            module = _import_built(path)
+        else:
+            from torch.utils import cpp_extension
 
-        path.mkdir(parents=True, exist_ok=True)
-        module = cpp_extension.load(
-            name=NAME,
-            sources=[str(SOURCE)],
-            build_directory=str(path),
-            extra_cflags=["-O2", "-std=c++17"],
-            verbose=verbose,
-        )
+            path.mkdir(parents=True, exist_ok=True)
+            module = cpp_extension.load(
+                name=NAME,
+                sources=[str(SOURCE)],
+                build_directory=str(path),
+                extra_cflags=["-O2", "-std=c++17"],
+                extra_include_paths=[str(SOURCE.parent)],
+                verbose=verbose,
+            )
+            (path / STAMP).write_text(sources_hash() + "\n")
     except Exception as e:  # noqa: BLE001 - the reason is reported
         return None, f"could not build/load: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     compiled = module.torch_version()

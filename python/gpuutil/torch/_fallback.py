@@ -12,7 +12,7 @@ optimizer step pre/post hooks         ``Optimizer.step#<Opt>.step``             
 ``Optimizer.zero_grad``               ``Optimizer.zero_grad#<Opt>.zero_grad``       optimizer
 ``Tensor.item``                       ``aten::item``                                host_sync
 ``torch.autograd.backward``           ``## backward ##``                            backward
-global module forward hooks           ``nn.Module: <Class>`` (outermost only)       forward
+outermost module calls (``_forward``) ``nn.Module: <Class>`` (outermost only)       forward
 ====================================  ============================================  ==========
 
 The optimizer post-hook also ends automatic steps (``Profile.auto_step_boundary``).
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from gpuutil import _core
+from gpuutil.torch._forward import ForwardRanges
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuutil._profile import Profile
@@ -59,6 +60,7 @@ class PythonHooks:
         self._local = threading.local()
         self._undo: List[Callable[[], None]] = []
         self._pid = os.getpid()
+        self._forward: Optional[ForwardRanges] = None
 
     # -- helpers -------------------------------------------------------
     def _thread(self) -> int:
@@ -185,27 +187,11 @@ class PythonHooks:
         self._patch(torch.autograd, "backward", make)
 
     def _install_forward(self) -> None:
-        from torch.nn.modules import module as module_mod
+        self._forward = ForwardRanges(self._add)
+        self._forward.install()
+        self._undo.append(self._forward.uninstall)
 
-        local = self._local
-        add = self._add
-
-        def pre(mod: Any, args: Any) -> None:
-            depth = getattr(local, "fwd_depth", 0)
-            if depth == 0:
-                local.fwd_start = _now_ns()
-            local.fwd_depth = depth + 1
-
-        def post(mod: Any, args: Any, out: Any) -> None:
-            depth = getattr(local, "fwd_depth", 0) - 1
-            if depth < 0:
-                return
-            local.fwd_depth = depth
-            if depth == 0:
-                add(f"nn.Module: {type(mod).__name__}", local.fwd_start, _now_ns())
-
-        h1 = module_mod.register_module_forward_pre_hook(pre)
-        h2 = module_mod.register_module_forward_hook(post)
-        self._undo.append(h1.remove)
-        self._undo.append(h2.remove)
-
+    def on_step_end(self) -> None:
+        """Called at every step boundary (forward-class discovery)."""
+        if self._forward is not None:
+            self._forward.on_step_end()

@@ -16,6 +16,11 @@
 // GIL held) reads the rings (single consumer). A full ring drops the range
 // and counts it. Rings are linked into a lock-free list and live until the
 // process exits, so a thread that ends never leaves a dangling ring.
+//
+// The drainer is gpuutil's core, through the C interface in hook_abi.h
+// (`api()` returns it as a capsule): ranges go straight from the rings into
+// the session in C++, with no Python object per range. `drain()` returns
+// them as Python tuples instead, for tests and debugging.
 #include <torch/extension.h>
 
 #include <ATen/record_function.h>
@@ -30,10 +35,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "hook_abi.h"
+
 namespace {
 
 constexpr size_t kRingSize = 4096;  // ranges per thread between drains (power of two)
-constexpr size_t kNameBytes = 104;  // longer names are truncated
+constexpr size_t kNameBytes = GPUUTIL_HOOK_NAME_BYTES;  // longer names are truncated
 constexpr int kMaxDepth = 64;       // tracked nesting depth per thread
 
 struct Record {
@@ -155,21 +162,33 @@ void stop() {
   }
 }
 
-// Every range recorded since the last drain: (name, start_ns, end_ns, tid,
-// kind) tuples (kind: 0 user scope, 1 op, 2 autograd node), and the number dropped because a ring was full.
-py::tuple drain() {
-  py::list out;
+// Hands every range recorded since the last drain to `sink`, oldest first
+// per thread; returns how many were dropped because a ring was full.
+uint64_t drain_into(gpuutil_hook_range_fn sink, void* ctx) {
   uint64_t dropped = 0;
   for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
     const uint64_t head = r->head.load(std::memory_order_acquire);
     uint64_t tail = r->tail.load(std::memory_order_relaxed);
     for (; tail != head; ++tail) {
       const Record& rec = r->records[tail & (kRingSize - 1)];
-      out.append(py::make_tuple(py::str(rec.name), rec.start_ns, rec.end_ns, r->tid, static_cast<int>(rec.kind)));
+      sink(ctx, rec.name, rec.start_ns, rec.end_ns, r->tid, rec.kind);
     }
     r->tail.store(tail, std::memory_order_release);
     dropped += r->dropped.exchange(0, std::memory_order_relaxed);
   }
+  return dropped;
+}
+
+const GpuutilHookApi g_api = {GPUUTIL_HOOK_API_VERSION, &drain_into};
+
+// The same as Python tuples: ([(name, start_ns, end_ns, tid, kind)], dropped).
+py::tuple drain() {
+  py::list out;
+  const uint64_t dropped = drain_into(
+      [](void* ctx, const char* name, int64_t start_ns, int64_t end_ns, int64_t tid, int kind) {
+        static_cast<py::list*>(ctx)->append(py::make_tuple(py::str(name), start_ns, end_ns, tid, kind));
+      },
+      &out);
   return py::make_tuple(out, dropped);
 }
 
@@ -185,6 +204,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("start", &start, py::arg("function_scope") = true, "Registers (or re-enables) the observer.");
   m.def("stop", &stop, "Disables and removes the observer.");
   m.def("drain", &drain, "Returns ([(name, start_ns, end_ns, tid, kind)], dropped) since the last drain.");
+  m.def(
+      "api", [] { return py::capsule(static_cast<const void*>(&g_api), GPUUTIL_HOOK_API_CAPSULE); },
+      "The C drain interface (hook_abi.h) as a capsule, for gpuutil's core.");
   m.def("now_ns", &now_ns, "The hook's clock (CLOCK_MONOTONIC ns, gpuutil's session clock).");
   m.def("torch_version", &torch_version, "The torch version this extension was compiled against.");
   m.attr("ring_size") = kRingSize;
