@@ -3,7 +3,8 @@
 // Times gpuutil::import_kineto_file() (gzip + JSON parse + mapping into the
 // event model) and gpuutil::analyze() on the result, repeated, and prints
 // the median of each and the process's peak RSS.
-// Usage: bench_import TRACE [repeats (default 5)]
+// Usage: bench_import TRACE [repeats (default 5)] [parse threads (default 0 =
+// automatic; 1 = the one-thread pass, for comparison)]
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -25,11 +26,13 @@ int main(int argc, char** argv) {
   }
   const std::string path = argv[1];
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
+  ImportOptions options;
+  options.threads = argc > 3 ? static_cast<unsigned>(std::atoi(argv[3])) : 0;
   std::vector<double> import_s, analyze_s;
   size_t events = 0;
   for (int i = 0; i < repeats; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    ImportResult imp = import_kineto_file(path);
+    ImportResult imp = import_kineto_file(path, options);
     const auto t1 = std::chrono::steady_clock::now();
     if (!imp.ok) {
       std::fprintf(stderr, "bench_import: cannot read %s: %s\n", path.c_str(), imp.error.c_str());

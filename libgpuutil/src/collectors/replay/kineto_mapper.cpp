@@ -102,6 +102,22 @@ void KinetoMapper::consume(const RawEvent& e, uint64_t index) {
   note(Diag::event_unknown_phase, index, "phase", e.ph);
 }
 
+bool KinetoMapper::is_inert(const RawEvent& e) {
+  if (e.ph_state != FieldState::kOk || e.ph.size() != 1) return false;
+  switch (e.ph[0]) {
+    case 's':
+    case 't':
+    case 'f':
+    case 'i':
+    case 'I':
+      return true;
+    case 'X':  // complete_event() returns first thing for these
+      return e.cat_state == FieldState::kOk && classify_category(e.cat) == EventClass::kKnownUnused;
+    default:
+      return false;
+  }
+}
+
 void KinetoMapper::complete_event(const RawEvent& e, uint64_t index) {
   if (e.cat_state == FieldState::kWrongType) {
     note(Diag::event_malformed, index, "non-string \"cat\"");

@@ -32,6 +32,10 @@ class KinetoMapper {
 
   // `index` is the event's position in traceEvents (for diagnostics).
   void consume(const RawEvent& event, uint64_t index);
+  // True when consume() would neither store nor count anything for `event`
+  // (flow arrows, instants, known-unused categories), whatever came before:
+  // such events may be dropped before they reach the mapper.
+  static bool is_inert(const RawEvent& event);
   // Marks the trace as ROCm (e.g. from hip_* top-level keys).
   void mark_rocm() { rocm_ = true; }
   // Completes the store; call once, after the last consume().

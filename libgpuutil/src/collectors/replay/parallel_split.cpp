@@ -1,0 +1,126 @@
+// Where to cut a trace document for the parallel import (see
+// parallel_split.h).
+#include "collectors/replay/parallel_split.h"
+
+#include <cstring>
+
+namespace gpuutil::replay {
+
+namespace {
+
+bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// Bytes a cut overwrites after the comma (and needs to be whitespace).
+constexpr size_t kCutWhitespaceBytes = 2;
+
+}  // namespace
+
+size_t find_event_separator(std::string_view text, size_t from_offset, size_t limit_offset) {
+  if (limit_offset > text.size()) limit_offset = text.size();
+  size_t at = from_offset;
+  while (at < limit_offset) {
+    const void* hit = std::memchr(text.data() + at, '\n', limit_offset - at);
+    if (hit == nullptr) return std::string_view::npos;
+    const size_t newline = static_cast<size_t>(static_cast<const char*>(hit) - text.data());
+    at = newline + 1;
+    // Backwards: whitespace, the comma, whitespace, the closing brace.
+    size_t comma = newline;
+    while (comma > 0 && is_json_space(text[comma - 1])) --comma;
+    if (comma == 0 || text[comma - 1] != ',') continue;
+    --comma;
+    size_t brace = comma;
+    while (brace > 0 && is_json_space(text[brace - 1])) --brace;
+    if (brace == 0 || text[brace - 1] != '}') continue;
+    // Forwards: whitespace, then the next event's opening brace.
+    size_t open = newline + 1;
+    while (open < text.size() && is_json_space(text[open])) ++open;
+    if (open >= text.size() || text[open] != '{') continue;
+    if (open - comma <= kCutWhitespaceBytes) continue;
+    return comma;
+  }
+  return std::string_view::npos;
+}
+
+bool SplitPlan::make(std::string_view text, size_t chunks, double first_share) {
+  cut_offsets_.clear();
+  saved_.clear();
+  if (chunks < 2 || text.empty()) return false;
+  size_t first = 0;
+  while (first < text.size() && is_json_space(text[first])) ++first;
+  size_t last = text.size();
+  while (last > first && is_json_space(text[last - 1])) --last;
+  if (first >= last) return false;
+  if (text[first] == '{') {
+    if (text[last - 1] != '}') return false;
+    root_ = RootKind::kObject;
+  } else if (text[first] == '[') {
+    root_ = RootKind::kArray;
+  } else {
+    return false;
+  }
+  root_close_offset_ = last - 1;
+  size_bytes_ = text.size();
+
+  // Targets: chunk 0 ends at first_share of the document, the rest evenly.
+  if (first_share <= 0.0 || first_share >= 1.0) first_share = 1.0 / static_cast<double>(chunks);
+  const double first_end = first_share * static_cast<double>(text.size());
+  const double rest_each = (static_cast<double>(text.size()) - first_end) / static_cast<double>(chunks - 1);
+  size_t from = first + 1;
+  for (size_t i = 0; i + 1 < chunks; ++i) {
+    const auto target = static_cast<size_t>(first_end + rest_each * static_cast<double>(i));
+    const auto next_target = static_cast<size_t>(first_end + rest_each * static_cast<double>(i + 1));
+    // Search up to the next cut's target so the chunks stay in order.
+    const size_t comma = find_event_separator(text, target < from ? from : target,
+                                              i + 2 < chunks ? next_target : root_close_offset_);
+    if (comma == std::string_view::npos || comma + kCutWhitespaceBytes >= root_close_offset_) continue;
+    cut_offsets_.push_back(comma);
+    saved_.push_back({text[comma + 1], text[comma + 2]});
+    from = comma + kCutWhitespaceBytes + 1;
+  }
+  return !cut_offsets_.empty();
+}
+
+ChunkSpan SplitPlan::chunk(size_t i) const {
+  // Object root: `]}` at the comma, `[` after; array root: `]`, then `[`.
+  const size_t open_after_comma = root_ == RootKind::kObject ? 2 : 1;
+  ChunkSpan span;
+  span.begin_offset = i == 0 ? 0 : cut_offsets_[i - 1] + open_after_comma;
+  if (i + 1 < chunk_count()) {
+    span.end_offset = cut_offsets_[i] + 1 + (i == 0 && root_ == RootKind::kObject ? 1 : 0);
+  } else {
+    span.end_offset = size_bytes_;
+  }
+  return span;
+}
+
+void SplitPlan::plant(char* text) const {
+  for (const size_t comma : cut_offsets_) {
+    text[comma] = ']';
+    if (root_ == RootKind::kObject) {
+      text[comma + 1] = '}';
+      text[comma + 2] = '[';
+    } else {
+      text[comma + 1] = '[';
+    }
+  }
+  if (root_ == RootKind::kObject) text[root_close_offset_] = ']';
+}
+
+void SplitPlan::restore_root_close(char* text) const {
+  if (root_ == RootKind::kObject) text[root_close_offset_] = '}';
+}
+
+void SplitPlan::restore(char* text) const {
+  // The overwritten bytes were the comma and whitespace; any whitespace byte
+  // is equivalent for every later parse, but put back the exact bytes anyway
+  // so the buffer is the input again.
+  for (size_t i = 0; i < cut_offsets_.size(); ++i) {
+    const size_t comma = cut_offsets_[i];
+    text[comma] = ',';
+    text[comma + 1] = saved_[i][0];
+    text[comma + 2] = saved_[i][1];
+  }
+  restore_root_close(text);
+}
+
+}  // namespace gpuutil::replay
