@@ -4,7 +4,10 @@ Runs the same loop (a 3-layer MLP, synthetic data, SGD, one DataLoader
 fetch per step) in interleaved rounds under four settings and reports, per
 setting, the median over rounds of steps/s (wall clock) and of process CPU
 time per step (all threads; far less disturbed than wall time when other
-jobs share the machine), each with the overhead relative to the plain loop:
+jobs share the machine), and the overhead relative to the plain loop as
+the median of per-round paired ratios (each round's setting against the
+same round's baseline, so slow drift in machine load cancels), with the
+interquartile range of those ratios:
 
   baseline           no profiler
   gpuutil            gpuutil.profile() with the LibTorch hook (default)
@@ -111,24 +114,30 @@ def main() -> None:
                 rate, cpu = run(args.steps, step_fn)
             rates[name].append(rate)
             cpu_ms[name].append(cpu)
-    base = statistics.median(rates["baseline"])
-    base_cpu = statistics.median(cpu_ms["baseline"])
+    def paired(values: "dict[str, list[float]]", name: str, higher_is_better: bool) -> "tuple[float, float, float]":
+        """Median and quartiles of the per-round overhead in % vs the same round's baseline."""
+        ov = []
+        for v, b in zip(values[name], values["baseline"]):
+            ov.append(100.0 * ((b / v) if higher_is_better else (v / b)) - 100.0)
+        q = statistics.quantiles(ov, n=4) if len(ov) >= 2 else [ov[0]] * 3
+        return statistics.median(ov), q[0], q[2]
+
     rows = []
     for name in settings:
-        med = statistics.median(rates[name])
-        cpu = statistics.median(cpu_ms[name])
-        rows.append((name, med, 100.0 * (base / med - 1.0), cpu, 100.0 * (cpu / base_cpu - 1.0)))
+        rows.append((name, statistics.median(rates[name]), paired(rates, name, True), statistics.median(cpu_ms[name]),
+                     paired(cpu_ms, name, False)))
     if args.markdown:
-        print(f"| setting | steps/s (median of {args.rounds}) | wall overhead | CPU ms/step | CPU overhead |")
+        print(f"| setting | steps/s (median of {args.rounds}) | wall overhead (IQR) | CPU ms/step | CPU overhead (IQR) |")
         print("|---|---|---|---|---|")
-        for name, med, ov, cpu, cov in rows:
-            print(f"| {name} | {med:.2f} | {ov:+.2f}% | {cpu:.2f} | {cov:+.2f}% |")
+        for name, med, (ov, ql, qh), cpu, (cov, cl, ch) in rows:
+            print(f"| {name} | {med:.2f} | {ov:+.2f}% ({ql:+.2f}, {qh:+.2f}) | {cpu:.2f} | {cov:+.2f}% ({cl:+.2f}, {ch:+.2f}) |")
     else:
-        for name, med, ov, cpu, cov in rows:
-            print(f"{name:>15}: {med:8.2f} steps/s ({ov:+6.2f}%)  {cpu:7.2f} CPU ms/step ({cov:+6.2f}%)")
+        for name, med, (ov, ql, qh), cpu, (cov, cl, ch) in rows:
+            print(f"{name:>15}: {med:8.2f} steps/s ({ov:+6.2f}% [{ql:+.2f}, {qh:+.2f}])  "
+                  f"{cpu:7.2f} CPU ms/step ({cov:+6.2f}% [{cl:+.2f}, {ch:+.2f}])")
     by = {r[0]: r for r in rows}
     for label, col in (("wall", 2), ("CPU", 4)):
-        g, t = by["gpuutil"][col], by["torch.profiler"][col]
+        g, t = by["gpuutil"][col][0], by["torch.profiler"][col][0]
         print(f"{label}: torch.profiler overhead / gpuutil overhead = " + (f"{t / g:.1f}x" if g > 0 else "n/a (gpuutil <= 0)"))
 
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <thread>
 
 #include "fake_cupti_client.h"
@@ -57,6 +58,41 @@ TEST(NvtxInjection, PushPopRangesReachTheSessionWithCategoriesAndDomains) {
   s.end_step(session_now_ns());
   live.stop();
   EXPECT_EQ(live.counters().nvtx_ranges, 4u);
+  const auto out = s.finish(INT64_MAX / 2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_records_dropped), 0u);
+}
+
+// After idling, the drain thread polls rarely (backed off to 25 ms), yet a
+// burst that fits a ring loses nothing, a sustained stream that would
+// overflow a ring between slow polls is caught by the poll speeding up
+// again, and stop() does not wait for the sleeping thread.
+TEST(NvtxInjection, IdleDrainBacksOffWithoutLosingBurstsAndStopsPromptly) {
+  ASSERT_TRUE(kInjected);
+  Session s(SessionOptions{});
+  LiveCollector live(s, nvtx_only());
+  live.start();
+  ASSERT_EQ(live.nvtx_off(), "");
+  s.begin_step(0, session_now_ns());
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // poll backs off to its maximum
+  for (int i = 0; i < 3000; ++i) {  // a burst within one ring (8192 entries = 4096 ranges)
+    nvtxRangePushA("burst");
+    nvtxRangePop();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  // A sustained stream: 20,000 ranges, 10 per >= 0.1 ms, five rings' worth.
+  for (int i = 0; i < 20000; ++i) {
+    nvtxRangePushA("stream");
+    nvtxRangePop();
+    if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  const auto t_stop = std::chrono::steady_clock::now();
+  live.stop();
+  const auto stop_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t_stop).count();
+  EXPECT_LT(stop_ms, 50);
+  EXPECT_EQ(live.counters().nvtx_ranges, 23000u);
+  s.end_step(session_now_ns());
   const auto out = s.finish(INT64_MAX / 2);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_records_dropped), 0u);

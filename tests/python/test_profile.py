@@ -89,3 +89,71 @@ def test_on_step_callback_gets_each_report():
             with prof.step():
                 pass
     assert [r["steps"][0]["step"] for r in seen] == [0, 1]
+
+
+def test_batched_reports_are_complete_when_read(tmp_path):
+    """With a long report interval nothing is analysed at the step ends, yet
+    reading prof.reports reports every finished step first, in order."""
+    with gpuutil.profile(output=str(tmp_path / "s.jsonl"), report_interval_ms=60_000) as prof:
+        for _ in range(5):
+            with prof.step():
+                pass
+        steps = [r["steps"][0]["step"] for r in prof.reports]
+        assert steps == [0, 1, 2, 3, 4]
+        assert prof.summary()["steps"] == 5
+    lines = (tmp_path / "s.jsonl").read_text().splitlines()
+    assert [json.loads(x)["steps"][0]["step"] for x in lines] == [0, 1, 2, 3, 4]
+
+
+def test_on_step_gets_every_report_in_order_by_stop_when_batched():
+    seen = []
+    with gpuutil.profile(on_step=seen.append, report_interval_ms=60_000) as prof:
+        for _ in range(4):
+            with prof.step():
+                pass
+        assert len(seen) == 1  # the first step reports at once, the rest wait for the interval
+    assert [r["steps"][0]["step"] for r in seen] == [0, 1, 2, 3]
+
+
+def test_report_interval_zero_reports_at_every_step_end():
+    seen = []
+    with gpuutil.profile(on_step=seen.append, report_interval_ms=0) as prof:
+        for i in range(3):
+            with prof.step():
+                pass
+            assert len(seen) == i + 1
+
+
+def test_reports_parse_once_and_behave_as_a_bounded_sequence():
+    with gpuutil.profile(keep_reports=3, report_interval_ms=0) as prof:
+        for _ in range(5):
+            with prof.step():
+                pass
+    reports = prof.reports
+    assert len(reports) == 3
+    assert reports[0] is reports[0]  # parsed once, the same dict afterwards
+    assert [r["steps"][0]["step"] for r in reports] == [2, 3, 4]
+    assert [r["steps"][0]["step"] for r in reports[1:]] == [3, 4]
+    assert reports[-1]["steps"][0]["step"] == 4
+    assert reports == list(reports)
+    with pytest.raises(IndexError):
+        reports[3]
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf"), "10"])
+def test_bad_report_interval_is_refused(bad):
+    with pytest.raises(ValueError, match="report_interval_ms"):
+        gpuutil.profile(report_interval_ms=bad)
+
+
+def test_summary_sums_exactly_over_every_step():
+    with gpuutil.profile(keep_reports=1) as prof:
+        for _ in range(6):
+            with prof.step():
+                pass
+    s = prof.summary()
+    assert s["steps"] == 6
+    assert s["steps_wall_ns"] > 0
+    for h in s["host"]:
+        assert sum(h["breakdown_ns"].values()) == h["wall_ns"]
+        assert h["steps"] == 6

@@ -174,22 +174,56 @@ def test_import_gpuutil_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_libtorch_hook_sees_autograd_nodes_and_reports_no_fallback():
-    from gpuutil.torch import _ext
+def test_libtorch_hook_sees_autograd_nodes_when_asked_and_reports_no_fallback(monkeypatch):
+    from gpuutil import _profile
+    from gpuutil.torch import TorchCollector, _ext
 
     module, reason = _ext.load(build=True)
     assert module is not None, reason
-    model, opt = make_model()
-    loader = DataLoader(SlowDataset(4, 0.0), batch_size=2, num_workers=0)
+    ranges = {}
+    others = [f for f in _profile._COLLECTOR_FACTORIES if f.__name__ != "_torch_collector"]
+    for autograd_nodes in (True, False):
+        factories = list(others)
+        factories.append(lambda p, a=autograd_nodes: TorchCollector(p, autograd_nodes=a))
+        monkeypatch.setattr(_profile, "_COLLECTOR_FACTORIES", factories)
+        model, opt = make_model()
+        loader = DataLoader(SlowDataset(4, 0.0), batch_size=2, num_workers=0)
+        with gpuutil.profile() as prof:
+            collector = next(c for c in prof._collectors if c.name == "torch")
+            assert collector.mode == "libtorch"
+            counted = CountingDrain(collector._drainer)
+            collector._drainer = counted
+            train(loader, model, opt, item=True)
+        r = prof.reports[0]  # a whole optimizer step (the last report is the tail at stop)
+        h = main_thread(r["steps"][0])
+        assert h["breakdown_ns"]["backward"] > 0
+        assert "## backward ##" in [c["name"] for c in h["culprits"]["backward"]]
+        assert "torch_hook_fallback" not in diagnostic_names(r)
+        ranges[autograd_nodes] = counted.ranges
+    # The MLP's backward has 5+ autograd nodes per step (2 steps), each one range.
+    assert ranges[True] >= ranges[False] + 10, ranges
+
+
+class CountingDrain:
+    """Counts the ranges the C++ drainer moves into the session."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.ranges = 0
+
+    def drain(self) -> int:
+        n = self.inner.drain()
+        self.ranges += n
+        return n
+
+
+def test_autograd_nodes_are_off_by_default_without_cuda():
+    from gpuutil.torch import TorchCollector
+
     with gpuutil.profile() as prof:
-        train(loader, model, opt, item=True)
-    collector = next(c for c in prof._collectors if c.name == "torch")
-    assert collector.mode == "libtorch"
-    r = list(prof.reports)[-1]
-    h = main_thread(r["steps"][0])
-    names = [c["name"] for c in h["culprits"]["backward"]]
-    assert any(n.startswith("autograd::engine::evaluate_function: ") or n == "## backward ##" for n in names)
-    assert "torch_hook_fallback" not in diagnostic_names(r)
+        collector = next(c for c in prof._collectors if c.name == "torch")
+        assert isinstance(collector, TorchCollector)
+        assert collector._autograd_nodes == torch.cuda.is_available()
 
 
 def test_libtorch_hook_version_mismatch_falls_back_with_a_reason(monkeypatch):

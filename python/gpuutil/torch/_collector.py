@@ -6,7 +6,7 @@ Two sources of ranges, chosen at start:
 * the LibTorch hook (``_ext``, a RecordFunction observer built against the
   installed torch) when a build for this torch exists: DataLoader waits,
   zero_grad, ``aten::item``/``aten::_local_scalar_dense``, c10d ops and
-  autograd nodes on every thread, drained from its per-thread rings at each
+  (with CUDA) autograd nodes on every thread, drained from its per-thread rings at each
   step end straight into the session, in C++ (``_core.TorchHookDrain``
   over the hook's C interface, ``csrc/hook_abi.h``);
 * otherwise Python-level hooks for the same things (``_fallback``), and the
@@ -38,11 +38,27 @@ class TorchCollector:
     name = "torch"
     collects_gpu = False
 
-    def __init__(self, prof: "Profile", *, forward_hooks: bool = True, function_scope: Optional[bool] = None) -> None:
+    def __init__(
+        self,
+        prof: "Profile",
+        *,
+        forward_hooks: bool = True,
+        function_scope: Optional[bool] = None,
+        autograd_nodes: Optional[bool] = None,
+    ) -> None:
         """``function_scope``: observe FUNCTION-scope ops (every aten op pays
         for a RecordFunction then) to catch c10d ops and ``.item()`` from
         C++. Default: on only when torch.distributed is initialised; off,
-        ``Tensor.item`` is caught by a Python wrapper instead."""
+        ``Tensor.item`` is caught by a Python wrapper instead.
+
+        ``autograd_nodes``: observe every autograd node (BACKWARD_FUNCTION
+        scope; ≈ 1 µs per node for PyTorch to build its RecordFunction).
+        They give backward time on the threads the autograd engine runs
+        nodes on, which with CUDA are its device threads; on CPU backward
+        runs on the calling thread, where the ``torch.autograd.backward``
+        wrapper already times it. Default: on when CUDA is available."""
+        import torch
+
         self._prof = prof
         self._forward_hooks = forward_hooks
         if function_scope is None:
@@ -50,6 +66,7 @@ class TorchCollector:
 
             function_scope = dist.is_available() and dist.is_initialized()
         self._function_scope = function_scope
+        self._autograd_nodes = torch.cuda.is_available() if autograd_nodes is None else autograd_nodes
         self._ext: Any = None
         self._drainer: Any = None
         self._hooks: Optional[PythonHooks] = None
@@ -65,7 +82,7 @@ class TorchCollector:
             )
             self._ext.drain()  # discard anything from an earlier session
             self._drainer = _core.TorchHookDrain(prof._session, self._ext.api())
-            self._ext.start(self._function_scope)
+            self._ext.start(self._function_scope, self._autograd_nodes)
         else:
             self.mode = "python"
             self._hooks = PythonHooks(prof, forward_hooks=self._forward_hooks, python_ranges=True)

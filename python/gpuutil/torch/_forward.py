@@ -2,7 +2,7 @@
 range named ``nn.Module: <Class>`` (category forward).
 
 Global module hooks would do it, but while any global hook is registered
-every module call in the program takes PyTorch's slow path (about 3 µs more
+every module call in the program takes PyTorch's slow path (about 2 µs more
 per module call here, so hundreds of µs per step for a transformer). So
 global hooks run only to *discover* which module classes are called at the
 outermost level: during the first step, and again for one step every

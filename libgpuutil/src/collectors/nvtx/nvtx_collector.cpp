@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -76,10 +77,25 @@ std::string NvtxCollector::start() {
   quit_ = false;
   running_ = true;
   drain_ = std::thread([this] {
+    const int min_ms = std::max(1, options_.drain_poll_ms);
+    const int max_ms = std::max(min_ms, options_.drain_poll_max_ms);
+    int poll_ms = min_ms;
     while (!quit_.load(std::memory_order_acquire)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(options_.drain_poll_ms));
-      std::lock_guard<std::mutex> lock(drain_mu_);
-      drain_locked();
+      {
+        std::unique_lock<std::mutex> wake(wake_mu_);
+        wake_cv_.wait_for(wake, std::chrono::milliseconds(poll_ms),
+                          [this] { return quit_.load(std::memory_order_acquire); });
+      }
+      uint64_t fill;
+      {
+        std::lock_guard<std::mutex> lock(drain_mu_);
+        fill = drain_locked();
+      }
+      if (fill > kRingEntries / 8) {
+        poll_ms = min_ms;
+      } else if (fill < kRingEntries / 64) {
+        poll_ms = std::min(max_ms, poll_ms * 2);
+      }
     }
   });
   return "";
@@ -97,8 +113,9 @@ int64_t NvtxCollector::to_ns(uint64_t ticks) const {
   return ns0_ + static_cast<int64_t>((static_cast<double>(static_cast<int64_t>(ticks - tick0_))) * ns_per_tick_);
 }
 
-void NvtxCollector::drain_locked() {
-  if (!abi_) return;
+uint64_t NvtxCollector::drain_locked() {
+  if (!abi_) return 0;
+  uint64_t most = 0;
   calibrate();
   if (abi_->ticks_are_tsc && ns_per_tick_ == 0.0) {
     // Not enough baseline for the tick rate yet: wait >= 0.1 ms, then fit.
@@ -114,6 +131,7 @@ void NvtxCollector::drain_locked() {
     ThreadState& ts = threads_[i];
     const uint64_t head = r.head.load(std::memory_order_acquire);
     uint64_t tail = r.tail.load(std::memory_order_relaxed);
+    most = std::max(most, head - tail);
     if (tail != head && !ts.known) {
       ts.thread = session_.thread_index(pid, static_cast<int64_t>(r.tid));
       ts.known = true;
@@ -155,6 +173,7 @@ void NvtxCollector::drain_locked() {
     session_.count(Diag::nvtx_records_dropped, without - without_ring_seen_, "more threads than NVTX rings");
     without_ring_seen_ = without;
   }
+  return most;
 }
 
 void NvtxCollector::drain_now() {
@@ -171,7 +190,11 @@ void NvtxCollector::stop() {
     return;
   }
   abi_->recording->store(0, std::memory_order_release);
-  quit_ = true;
+  {
+    std::lock_guard<std::mutex> wake(wake_mu_);
+    quit_ = true;
+  }
+  wake_cv_.notify_all();
   drain_.join();
   std::lock_guard<std::mutex> lock(drain_mu_);
   drain_locked();

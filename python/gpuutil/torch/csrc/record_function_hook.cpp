@@ -3,8 +3,9 @@
 // torch (gpuutil/torch/_ext.py builds and loads it; docs/pytorch.md).
 //
 // Which ranges: USER_SCOPE (record_function: "enumerate(DataLoader)#...",
-// "Optimizer.step#...", user annotations) and BACKWARD_FUNCTION (the
-// autograd engine's "autograd::engine::evaluate_function: ...") always;
+// "Optimizer.step#...", user annotations) always; BACKWARD_FUNCTION (the
+// autograd engine's "autograd::engine::evaluate_function: ...") when
+// autograd_nodes is on;
 // FUNCTION scope (every aten op) only for the names a category needs
 // (aten::item, aten::_local_scalar_dense, c10d::*, record_param_comms),
 // and only when function scope is enabled.
@@ -142,10 +143,10 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   ring->head.store(head + 1, std::memory_order_release);
 }
 
-void start(bool function_scope) {
+void start(bool function_scope, bool autograd_nodes) {
   if (g_handle == 0) {
-    std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes = {at::RecordScope::USER_SCOPE,
-                                                                               at::RecordScope::BACKWARD_FUNCTION};
+    std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes = {at::RecordScope::USER_SCOPE};
+    if (autograd_nodes) scopes.insert(at::RecordScope::BACKWARD_FUNCTION);
     if (function_scope) scopes.insert(at::RecordScope::FUNCTION);
     g_handle = at::addGlobalCallback(
         at::RecordFunctionCallback(on_enter, on_exit).needsInputs(false).needsOutputs(false).needsIds(false).scopes(
@@ -201,7 +202,8 @@ std::string torch_version() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "gpuutil's RecordFunction observer (built against the installed torch)";
-  m.def("start", &start, py::arg("function_scope") = true, "Registers (or re-enables) the observer.");
+  m.def("start", &start, py::arg("function_scope") = true, py::arg("autograd_nodes") = true,
+        "Registers the observer (scopes are fixed until stop()).");
   m.def("stop", &stop, "Disables and removes the observer.");
   m.def("drain", &drain, "Returns ([(name, start_ns, end_ns, tid, kind)], dropped) since the last drain.");
   m.def(
