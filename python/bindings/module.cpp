@@ -49,8 +49,10 @@ class TraceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Imports every path, in parallel when there are several. Results keep the
-// order of `paths`.
+// Imports every path, in parallel when there are several (one file per
+// thread; each file then parses on one thread, so the cores are not
+// oversubscribed), or a single file with the importer's own two-thread
+// parse. Results keep the order of `paths`.
 std::vector<gpuutil::ImportResult> import_all(const std::vector<std::string>& paths) {
   std::vector<gpuutil::ImportResult> results(paths.size());
   const size_t hw = std::max<size_t>(1, std::thread::hardware_concurrency());
@@ -60,9 +62,11 @@ std::vector<gpuutil::ImportResult> import_all(const std::vector<std::string>& pa
     return results;
   }
   std::atomic<size_t> next{0};
+  gpuutil::ImportOptions one_thread;
+  one_thread.threads = 1;
   auto work = [&]() {
     for (size_t i = next.fetch_add(1); i < paths.size(); i = next.fetch_add(1)) {
-      results[i] = gpuutil::import_kineto_file(paths[i]);
+      results[i] = gpuutil::import_kineto_file(paths[i], one_thread);
     }
   };
   std::vector<std::thread> threads;

@@ -87,6 +87,8 @@ void bind_session(py::module_& m) {
           },
           py::arg("name"), py::arg("example") = "", "Counted once in every later report.")
       .def("set_steps_source", &gpuutil::Session::set_steps_source, py::arg("source"))
+      .def("set_flops_per_step", &gpuutil::Session::set_flops_per_step, py::arg("flops"), py::arg("source"),
+           "FLOPs per step for MFU from the next analysed step on; source becomes flops_source.")
       .def("mark_complete_until", &gpuutil::Session::mark_complete_until, py::arg("t_ns"))
       .def(
           "collect",

@@ -110,7 +110,7 @@ class Profile:
         self,
         output: Optional[str] = None,
         *,
-        flops_per_step: Optional[float] = None,
+        flops_per_step: Union[float, str, None] = None,
         dtype: str = "bf16",
         peak_tflops: Optional[float] = None,
         keep_reports: int = 1000,
@@ -118,9 +118,18 @@ class Profile:
         on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
         report_interval_ms: float = 100.0,
     ) -> None:
+        #: "measure" when FLOPs per step are to be measured (by the PyTorch
+        #: collector, on one sampled step), else None.
+        self.flops_mode: Optional[str] = None
+        if flops_per_step == "measure":
+            self.flops_mode = "measure"
+            flops_per_step = None
         for name, value in (("flops_per_step", flops_per_step), ("peak_tflops", peak_tflops)):
-            if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0):
-                raise ValueError(f"{name} must be a positive finite number, not {value!r}")
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
+            ):
+                extra = ' or "measure"' if name == "flops_per_step" else ""
+                raise ValueError(f"{name} must be a positive finite number{extra}, not {value!r}")
         if keep_reports < 0:
             raise ValueError("keep_reports must be >= 0")
         if not isinstance(report_interval_ms, (int, float)) or not 0 <= report_interval_ms < math.inf:
@@ -181,6 +190,10 @@ class Profile:
             else:
                 prefixed = reason.lower().startswith(collector.name.lower())
                 self._off_reasons.append(reason if prefixed else f"{collector.name}: {reason}")
+        if self.flops_mode == "measure" and not any(getattr(c, "measures_flops", False) for c in self._collectors):
+            self._session.add_standing_diagnostic(
+                "flops_unknown", 'flops_per_step="measure" needs the PyTorch collector: import torch before profiling'
+            )
         if not gpu and not any("cupti" in r.lower() for r in self._off_reasons):
             self._off_reasons.insert(0, NO_GPU_COLLECTOR_REASON)
         # Conditions of the whole session, counted once in every report.
@@ -273,6 +286,11 @@ class Profile:
         if now - self._last_report_ns >= self._report_interval_ns:
             self._last_report_ns = now
             self._collect()
+
+    def set_measured_flops(self, flops: float, step: int) -> None:
+        """Called by the collector that measured FLOPs per step on ``step``."""
+        self._session.set_flops_per_step(flops, "measured")
+        self._session.count("flops_measured_step", 1, f"step {step}: {flops:.4g} FLOPs measured")
 
     def _collect(self) -> None:
         self._unreported = False
@@ -424,7 +442,7 @@ def _stop_live_profiles() -> None:
 def profile(
     output: Optional[str] = None,
     *,
-    flops_per_step: Optional[float] = None,
+    flops_per_step: Union[float, str, None] = None,
     dtype: str = "bf16",
     peak_tflops: Optional[float] = None,
     keep_reports: int = 1000,
@@ -452,7 +470,12 @@ def profile(
     Args:
         output: a JSON Lines file that gets one report per step (the rank is
             inserted before the extension when WORLD_SIZE > 1).
-        flops_per_step: FLOPs of one step, for MFU.
+        flops_per_step: FLOPs of one step, for MFU; or ``"measure"``: the
+            PyTorch collector runs one step (the second) under
+            ``torch.utils.flop_counter.FlopCounterMode``, once, and uses its
+            count from then on (``flops_source: "measured"``; that step's
+            report carries the ``flops_measured_step`` diagnostic because
+            its timing is inflated). Needs torch.
         dtype: the training precision, picks the peak FLOP/s for MFU.
         peak_tflops: overrides the peak table.
         keep_reports: how many recent step reports ``prof.reports`` keeps.

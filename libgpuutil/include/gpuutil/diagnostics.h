@@ -52,7 +52,8 @@ const char* to_string(Severity s);
   X(nvtx_collection_off, kInfo, "NVTX ranges are not collected in this session (see example: why)") \
   X(nvtx_records_dropped, kWarning, "a thread's NVTX ring was full; ranges were lost (the drain thread fell behind)") \
   X(torch_hook_fallback, kInfo, "the LibTorch RecordFunction hook is not loaded; PyTorch ranges come from Python-level hooks (see example: why)") \
-  X(torch_ranges_dropped, kWarning, "a thread's RecordFunction ring was full between two drains; PyTorch ranges were lost")
+  X(torch_ranges_dropped, kWarning, "a thread's RecordFunction ring was full between two drains; PyTorch ranges were lost") \
+  X(flops_measured_step, kInfo, "one step ran under torch FlopCounterMode to measure FLOPs per step (flops_per_step=\"measure\"); its timing is inflated (see example: which step)")
 
 enum class Diag : uint16_t {
 #define GPUUTIL_DIAG_ENUM(name, sev, desc) name,

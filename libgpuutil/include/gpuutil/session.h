@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,10 @@ class Session {
   // A condition that holds for the whole session (e.g. GPU collection is
   // off, and why): counted once in every report from the next one on.
   void add_standing_diagnostic(Diag d, std::string_view example = {});
+  // FLOPs per step for MFU from the next analysed step on (also steps
+  // already closed but not yet reported); `source` becomes the reports'
+  // flops_source ("user", "measured").
+  void set_flops_per_step(std::optional<double> flops, std::string_view source);
 
   // --- step boundaries (application thread) ---
   // Opens step `step` at t_ns. An open step is closed at t_ns first.

@@ -239,7 +239,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
     report.summary.devices.push_back(std::move(d));
   }
   if (options.flops_per_step) {
-    report.flops_source = "user";
+    report.flops_source = options.flops_source;
   } else if (any_trace_flops) {
     report.flops_source = "trace";
   } else if (!totals.empty()) {

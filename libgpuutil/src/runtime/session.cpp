@@ -95,6 +95,12 @@ void Session::add_standing_diagnostic(Diag d, std::string_view example) {
   standing_.emplace_back(d, std::string(example));
 }
 
+void Session::set_flops_per_step(std::optional<double> flops, std::string_view source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  options_.analysis.flops_per_step = flops;
+  options_.analysis.flops_source = std::string(source);
+}
+
 void Session::begin_step(int64_t step, int64_t t_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   begin_step_locked(step, t_ns);

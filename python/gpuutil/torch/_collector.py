@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from gpuutil import _core
 from gpuutil.torch import _ext
 from gpuutil.torch._fallback import PythonHooks
+from gpuutil.torch._flops_measure import FlopsMeasurement
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuutil._profile import Profile
@@ -37,6 +38,7 @@ class TorchCollector:
 
     name = "torch"
     collects_gpu = False
+    measures_flops = True  # flops_per_step="measure" (see _flops_measure)
 
     def __init__(
         self,
@@ -70,6 +72,7 @@ class TorchCollector:
         self._ext: Any = None
         self._drainer: Any = None
         self._hooks: Optional[PythonHooks] = None
+        self._flops: Optional[FlopsMeasurement] = None
         #: "libtorch" (RecordFunction observer) or "python" (fallback hooks).
         self.mode = ""
 
@@ -88,6 +91,8 @@ class TorchCollector:
             self._hooks = PythonHooks(prof, forward_hooks=self._forward_hooks, python_ranges=True)
             prof.step_diagnostics.append(("torch_hook_fallback", f"LibTorch hook {reason}; using Python-level hooks"))
         self._hooks.install()
+        if getattr(prof, "flops_mode", None) == "measure":
+            self._flops = FlopsMeasurement(prof)
         return None
 
     def _drain(self) -> None:
@@ -97,12 +102,16 @@ class TorchCollector:
     def on_step_end(self, prof: "Profile") -> None:
         if self._hooks is not None:
             self._hooks.on_step_end()
+        if self._flops is not None:
+            self._flops.on_step_end()
         self._drain()
 
     def complete_until_ns(self) -> Optional[int]:
         return None
 
     def stop(self, prof: "Profile") -> None:
+        if self._flops is not None:
+            self._flops.stop()
         if self._ext is not None:
             self._ext.stop()
             self._drain()
