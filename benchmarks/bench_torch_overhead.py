@@ -1,7 +1,8 @@
 """Overhead of gpuutil on a small CPU training loop, against torch.profiler.
 
-Runs the same loop (a 3-layer MLP, synthetic data, SGD, one DataLoader
-fetch per step) in interleaved rounds under four settings and reports, per
+Runs the same loop (``--model mlp``: a 3-layer MLP, synthetic data, SGD;
+``--model transformer``: a 2-layer transformer encoder language model,
+AdamW; one DataLoader fetch per step either way) in interleaved rounds under four settings and reports, per
 setting, the median over rounds of steps/s (wall clock) and of process CPU
 time per step (all threads; far less disturbed than wall time when other
 jobs share the machine), and the overhead relative to the plain loop as
@@ -14,7 +15,7 @@ interquartile range of those ratios:
   gpuutil-python     gpuutil.profile() with the Python-level fallback hooks
   torch.profiler     torch.profiler.profile(activities=[CPU]), prof.step() per step
 
-    python benchmarks/bench_torch_overhead.py [--steps 60] [--rounds 5] [--width 1024] [--markdown]
+    python benchmarks/bench_torch_overhead.py [--model mlp|transformer] [--steps 60] [--rounds 5] [--width 1024] [--markdown]
 
 Steps are found automatically by gpuutil (optimizer hooks); torch.profiler
 gets prof.step() each step. The loop runs on one intra-op thread so that
@@ -34,14 +35,43 @@ import torch
 import gpuutil
 
 
-def make_loop(width: int, batch: int):
+class TinyLM(torch.nn.Module):
+    """A 2-layer transformer encoder language model (d_model 128, 4 heads)."""
+
+    def __init__(self, vocab: int = 512, d_model: int = 128, layers: int = 2) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, d_model)
+        layer = torch.nn.TransformerEncoderLayer(d_model, 4, 4 * d_model, dropout=0.0, batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(d_model, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(self.embed(tokens))).flatten(0, 1)
+
+
+def make_loop(width: int, batch: int, model_kind: str = "mlp"):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(),
-        torch.nn.Linear(width, 10),
-    )
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = torch.utils.data.TensorDataset(torch.randn(batch * 8, width), torch.randint(0, 10, (batch * 8,)))
+    if model_kind == "transformer":
+        seq = 64
+        model = TinyLM()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        data = torch.utils.data.TensorDataset(
+            torch.randint(0, 512, (batch * 8, seq)), torch.randint(0, 512, (batch * 8 * seq,)).view(batch * 8, seq)
+        )
+
+        def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.cross_entropy(model(x), y.flatten())
+    else:
+        model = torch.nn.Sequential(
+            torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(),
+            torch.nn.Linear(width, 10),
+        )
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        data = torch.utils.data.TensorDataset(torch.randn(batch * 8, width), torch.randint(0, 10, (batch * 8,)))
+
+        def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.cross_entropy(model(x), y)
+
     loader = torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
 
     def run(steps: int, on_step=None) -> "tuple[float, float]":
@@ -50,7 +80,7 @@ def make_loop(width: int, batch: int):
         t0 = time.perf_counter()
         while done < steps:
             for x, y in loader:
-                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss = loss_of(x, y)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
@@ -66,14 +96,16 @@ def make_loop(width: int, batch: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=("mlp", "transformer"), default="mlp")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--width", type=int, default=1024)
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=None, help="default: 256 (mlp), 8 (transformer)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    run = make_loop(args.width, args.batch)
+    batch = args.batch or (8 if args.model == "transformer" else 256)
+    run = make_loop(args.width, batch, args.model)
     run(10)  # warm up
 
     def gpuutil_ctx(hook: str):

@@ -10,33 +10,19 @@
 #include "gpuutil/report_json.h"
 #include "gpuutil/run_totals.h"
 #include "gpuutil/session.h"
+#include "session_events.h"
 
 namespace gpuutil {
 namespace {
 
-HostRange range(Session& s, const char* name, int64_t a, int64_t b, uint32_t thread) {
-  HostRange r;
-  r.name = s.intern(name);
-  r.start_ns = a;
-  r.end_ns = b;
-  r.thread = thread;
-  r.category = classify_range(name, false);
-  return r;
-}
-
-DeviceActivity kernel(Session& s, int64_t a, int64_t b) {
-  DeviceActivity k;
-  k.name = s.intern("gemm");
-  k.start_ns = a;
-  k.end_ns = b;
-  return k;
-}
+using testing::kernel;
+using testing::range;
 
 // Step i: [1000 i, 1000 i + 1000); a 300 ns DataLoader wait, then a kernel
 // of 500 ns; 200 ns of nothing at the end.
 void planted_step(Session& s, uint32_t thread, int step) {
   const int64_t t0 = step * 1000;
-  s.add_range(range(s, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0, t0 + 300, thread));
+  s.add_range(range(s, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0, t0 + 300, thread, false));
   s.add_activity(kernel(s, t0 + 400, t0 + 900));
   s.close_step(step, t0, t0 + 1000);
 }

@@ -11,27 +11,13 @@
 
 #include "gpuutil/range_classify.h"
 #include "gpuutil/session.h"
+#include "session_events.h"
 
 namespace gpuutil {
 namespace {
 
-HostRange range(Session& s, const char* name, int64_t a, int64_t b, uint32_t thread, bool op = true) {
-  HostRange r;
-  r.name = s.intern(name);
-  r.start_ns = a;
-  r.end_ns = b;
-  r.thread = thread;
-  r.category = classify_range(name, op);
-  return r;
-}
-
-DeviceActivity kernel(Session& s, int64_t a, int64_t b) {
-  DeviceActivity k;
-  k.name = s.intern("gemm");
-  k.start_ns = a;
-  k.end_ns = b;
-  return k;
-}
+using testing::kernel;
+using testing::range;
 
 TEST(Session, EachStepGetsItsOwnExactReport) {
   Session s(SessionOptions{});
