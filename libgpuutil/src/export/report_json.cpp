@@ -2,19 +2,23 @@
 //
 // This is the one place that decides the on-disk shape of a report; the
 // schema is documented field by field in docs/report-schema.md and every key
-// written here appears there. Keys keep insertion order (ordered_json) so the
-// output is stable and diffable. Rules applied throughout:
+// written here appears there. The report is streamed straight into the
+// output string through JsonWriter (json_writer.h; no DOM, so the per-step
+// cost of a live session is the bytes, not allocations), keys in the order
+// written here so the output is stable and diffable. The bytes are exactly
+// what nlohmann::ordered_json::dump printed for the same document (pinned by
+// tests/cpp/test_report_json_writer.cpp). Rules applied throughout:
 //   - durations are JSON integers (int64 ns), counts unsigned integers;
 //   - an empty std::optional is null, and so is any non-finite double
 //     (NaN/Inf never reach the output);
 //   - invalid UTF-8 in names (kernel names from traces) is replaced, never
 //     thrown on;
-//   - indent < 0 gives one compact line (a JSON Lines record).
+//   - indent < 0 gives one compact line (a JSON Lines record); indent >= 0
+//     nlohmann's pretty layout with that many spaces per level (the CLI).
 #include "gpuutil/report_json.h"
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,326 +26,410 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "export/json_writer.h"
 
 namespace gpuutil {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-// A double, or null when it is not finite.
-Json number_or_null(double v) {
-  if (!std::isfinite(v)) return Json(nullptr);
-  return Json(v);
+void optional_double(JsonWriter& w, const std::optional<double>& v) {
+  if (v) {
+    w.value(*v);
+  } else {
+    w.null();
+  }
 }
 
-Json optional_double(const std::optional<double>& v) {
-  if (!v) return Json(nullptr);
-  return number_or_null(*v);
-}
-
-Json optional_int(const std::optional<int64_t>& v) {
-  if (!v) return Json(nullptr);
-  return Json(*v);
+void optional_int(JsonWriter& w, const std::optional<int64_t>& v) {
+  if (v) {
+    w.value(*v);
+  } else {
+    w.null();
+  }
 }
 
 // numerator / denominator * scale, or null when the denominator is zero.
-Json ratio_or_null(double numerator, double denominator, double scale) {
-  if (denominator == 0) return Json(nullptr);
-  return number_or_null(numerator / denominator * scale);
-}
-
-Json breakdown_json(const Breakdown& b) {
-  Json j = Json::object();
-  j["compute"] = b.compute_ns;
-  j["communication"] = b.communication_ns;
-  j["memory"] = b.memory_ns;
-  for (int i = 0; i < kIdleCauseCount; ++i) {
-    j[std::string("idle_") + to_string(static_cast<IdleCause>(i))] = b.idle_ns[static_cast<size_t>(i)];
+void ratio_or_null(JsonWriter& w, double numerator, double denominator, double scale) {
+  if (denominator == 0) {
+    w.null();
+  } else {
+    w.value(numerator / denominator * scale);
   }
-  return j;
 }
 
-Json named_times_json(const std::vector<NamedTime>& items) {
-  Json arr = Json::array();
+// A string, or null when it is empty.
+void string_or_null(JsonWriter& w, const std::string& s) {
+  if (s.empty()) {
+    w.null();
+  } else {
+    w.value(s);
+  }
+}
+
+void breakdown_json(JsonWriter& w, const Breakdown& b) {
+  // "idle_" + cause name, built once.
+  static const std::array<std::string, kIdleCauseCount> kIdleKeys = [] {
+    std::array<std::string, kIdleCauseCount> keys;
+    for (int i = 0; i < kIdleCauseCount; ++i) {
+      keys[static_cast<size_t>(i)] = std::string("idle_") + to_string(static_cast<IdleCause>(i));
+    }
+    return keys;
+  }();
+  w.begin_object();
+  w.member("compute", b.compute_ns);
+  w.member("communication", b.communication_ns);
+  w.member("memory", b.memory_ns);
+  for (size_t i = 0; i < kIdleKeys.size(); ++i) w.member(kIdleKeys[i], b.idle_ns[i]);
+  w.end_object();
+}
+
+void named_times_json(JsonWriter& w, const std::vector<NamedTime>& items) {
+  w.begin_array();
   for (const auto& t : items) {
-    Json j = Json::object();
-    j["name"] = t.name;
-    j["ns"] = t.ns;
-    j["count"] = t.count;
-    arr.push_back(std::move(j));
+    w.begin_object();
+    w.member("name", t.name);
+    w.member("ns", t.ns);
+    w.member("count", t.count);
+    w.end_object();
   }
-  return arr;
+  w.end_array();
 }
 
-Json culprits_json(const std::array<std::vector<NamedTime>, kIdleCauseCount>& culprits) {
-  Json j = Json::object();
+void culprits_json(JsonWriter& w, const std::array<std::vector<NamedTime>, kIdleCauseCount>& culprits) {
+  w.begin_object();
   for (int i = 0; i < kIdleCauseCount; ++i) {
-    j[to_string(static_cast<IdleCause>(i))] = named_times_json(culprits[static_cast<size_t>(i)]);
+    w.key(to_string(static_cast<IdleCause>(i)));
+    named_times_json(w, culprits[static_cast<size_t>(i)]);
   }
-  return j;
+  w.end_object();
 }
 
-Json memcpy_json(const DeviceStepReport& d) {
-  Json j = Json::object();
+void memcpy_json(JsonWriter& w, const DeviceStepReport& d) {
+  w.begin_object();
   for (int i = 0; i < kMemcpyDirectionCount; ++i) {
     const auto idx = static_cast<size_t>(i);
     const uint64_t bytes = d.memcpy_bytes[idx];
     const int64_t ns = d.memcpy_ns[idx];
     if (bytes == 0 && ns <= 0) continue;
-    Json dir = Json::object();
-    dir["bytes"] = bytes;
-    dir["ns"] = ns;
+    w.key(to_string(static_cast<MemcpyDirection>(i)));
+    w.begin_object();
+    w.member("bytes", bytes);
+    w.member("ns", ns);
     // bytes per ns is GB/s (1e9 bytes per 1e9 ns).
-    dir["gbps"] = ns > 0 ? number_or_null(static_cast<double>(bytes) / static_cast<double>(ns)) : Json(nullptr);
-    j[to_string(static_cast<MemcpyDirection>(i))] = std::move(dir);
+    w.key("gbps");
+    if (ns > 0) {
+      w.value(static_cast<double>(bytes) / static_cast<double>(ns));
+    } else {
+      w.null();
+    }
+    w.end_object();
   }
-  return j;
+  w.end_object();
 }
 
 // Device health from counters (docs/report-schema.md, "health"); null when
 // the step had no counter samples for the device.
-Json health_json(const DeviceHealth& h) {
-  if (!h.any()) return Json(nullptr);
-  auto opt_int = [](const std::optional<int64_t>& v) { return v ? Json(*v) : Json(nullptr); };
-  Json j = Json::object();
-  j["nvml_utilization_pct"] = optional_double(h.nvml_utilization_pct);
-  j["sm_clock_mhz"] = optional_double(h.sm_clock_mhz);
-  j["sm_clock_max_mhz"] = optional_double(h.sm_clock_max_mhz);
-  j["mem_clock_mhz"] = optional_double(h.mem_clock_mhz);
-  j["mem_clock_max_mhz"] = optional_double(h.mem_clock_max_mhz);
-  j["power_w"] = optional_double(h.power_w);
-  j["energy_j"] = optional_double(h.energy_j);
-  j["temperature_c"] = optional_double(h.temperature_c);
-  j["throttle_power_ns"] = opt_int(h.throttle_power_ns);
-  j["throttle_thermal_ns"] = opt_int(h.throttle_thermal_ns);
-  j["fb_used_bytes"] = optional_double(h.fb_used_bytes);
-  j["allocated_bytes"] = optional_double(h.allocated_bytes);
-  j["reserved_bytes"] = optional_double(h.reserved_bytes);
-  j["peak_allocated_bytes"] = optional_double(h.peak_allocated_bytes);
-  j["gpm_sm_util_pct"] = optional_double(h.gpm_sm_util_pct);
-  j["gpm_sm_occupancy_pct"] = optional_double(h.gpm_sm_occupancy_pct);
-  j["gpm_tensor_util_pct"] = optional_double(h.gpm_tensor_util_pct);
-  j["gpm_dram_bw_util_pct"] = optional_double(h.gpm_dram_bw_util_pct);
-  return j;
-}
-
-Json device_step_json(const DeviceStepReport& d) {
-  Json j = Json::object();
-  j["device"] = d.device;
-  j["rank"] = d.rank;
-  j["name"] = d.name;
-  j["wall_ns"] = d.wall_ns;
-  j["busy_ns"] = d.busy_ns;
-  j["breakdown_ns"] = breakdown_json(d.breakdown);
-  j["idle_ns"] = d.breakdown.idle_total_ns();
-  j["culprits"] = culprits_json(d.culprits);
-  j["kernels"] = d.kernels;
-  j["memcpys"] = d.memcpys;
-  j["memsets"] = d.memsets;
-  j["short_kernels"] = d.short_kernels;
-  j["sm_efficiency_est"] = optional_double(d.sm_efficiency_est);
-  j["achieved_occupancy_est"] = optional_double(d.achieved_occupancy_est);
-  j["memcpy"] = memcpy_json(d);
-  Json comm = Json::object();
-  comm["total_ns"] = d.communication_total_ns;
-  comm["overlap_ns"] = d.communication_overlap_ns;
-  comm["overlap_pct"] = ratio_or_null(static_cast<double>(d.communication_overlap_ns),
-                                      static_cast<double>(d.communication_total_ns), 100.0);
-  j["communication"] = std::move(comm);
-  j["top_kernels"] = named_times_json(d.top_kernels);
-  Json lat = Json::object();
-  lat["p50"] = optional_int(d.launch_latency_p50_ns);
-  lat["p95"] = optional_int(d.launch_latency_p95_ns);
-  j["launch_latency_ns"] = std::move(lat);
-  j["flops"] = optional_double(d.flops);
-  j["peak_flops_per_s"] = optional_double(d.peak_flops_per_s);
-  j["mfu"] = optional_double(d.mfu);
-  j["health"] = health_json(d.health);
-  return j;
-}
-
-Json host_breakdown_json(const std::array<int64_t, kHostCategoryCount>& breakdown_ns) {
-  Json b = Json::object();
-  for (int i = 0; i < kHostCategoryCount; ++i) {
-    b[to_string(static_cast<HostCategory>(i))] = breakdown_ns[static_cast<size_t>(i)];
+void health_json(JsonWriter& w, const DeviceHealth& h) {
+  if (!h.any()) {
+    w.null();
+    return;
   }
-  return b;
+  auto dbl = [&w](const char* k, const std::optional<double>& v) {
+    w.key(k);
+    optional_double(w, v);
+  };
+  w.begin_object();
+  dbl("nvml_utilization_pct", h.nvml_utilization_pct);
+  dbl("sm_clock_mhz", h.sm_clock_mhz);
+  dbl("sm_clock_max_mhz", h.sm_clock_max_mhz);
+  dbl("mem_clock_mhz", h.mem_clock_mhz);
+  dbl("mem_clock_max_mhz", h.mem_clock_max_mhz);
+  dbl("power_w", h.power_w);
+  dbl("energy_j", h.energy_j);
+  dbl("temperature_c", h.temperature_c);
+  w.key("throttle_power_ns");
+  optional_int(w, h.throttle_power_ns);
+  w.key("throttle_thermal_ns");
+  optional_int(w, h.throttle_thermal_ns);
+  dbl("fb_used_bytes", h.fb_used_bytes);
+  dbl("allocated_bytes", h.allocated_bytes);
+  dbl("reserved_bytes", h.reserved_bytes);
+  dbl("peak_allocated_bytes", h.peak_allocated_bytes);
+  dbl("gpm_sm_util_pct", h.gpm_sm_util_pct);
+  dbl("gpm_sm_occupancy_pct", h.gpm_sm_occupancy_pct);
+  dbl("gpm_tensor_util_pct", h.gpm_tensor_util_pct);
+  dbl("gpm_dram_bw_util_pct", h.gpm_dram_bw_util_pct);
+  w.end_object();
 }
 
-Json host_thread_json(const HostThreadStepReport& h) {
-  Json j = Json::object();
-  j["rank"] = h.rank;
-  j["thread"] = h.thread;
-  j["tid"] = h.tid;
-  j["name"] = h.name;
-  j["wall_ns"] = h.wall_ns;
-  Json c = Json::object();
+void device_step_json(JsonWriter& w, const DeviceStepReport& d) {
+  w.begin_object();
+  w.member("device", d.device);
+  w.member("rank", d.rank);
+  w.member("name", d.name);
+  w.member("wall_ns", d.wall_ns);
+  w.member("busy_ns", d.busy_ns);
+  w.key("breakdown_ns");
+  breakdown_json(w, d.breakdown);
+  w.member("idle_ns", d.breakdown.idle_total_ns());
+  w.key("culprits");
+  culprits_json(w, d.culprits);
+  w.member("kernels", d.kernels);
+  w.member("memcpys", d.memcpys);
+  w.member("memsets", d.memsets);
+  w.member("short_kernels", d.short_kernels);
+  w.key("sm_efficiency_est");
+  optional_double(w, d.sm_efficiency_est);
+  w.key("achieved_occupancy_est");
+  optional_double(w, d.achieved_occupancy_est);
+  w.key("memcpy");
+  memcpy_json(w, d);
+  w.key("communication");
+  w.begin_object();
+  w.member("total_ns", d.communication_total_ns);
+  w.member("overlap_ns", d.communication_overlap_ns);
+  w.key("overlap_pct");
+  ratio_or_null(w, static_cast<double>(d.communication_overlap_ns), static_cast<double>(d.communication_total_ns),
+                100.0);
+  w.end_object();
+  w.key("top_kernels");
+  named_times_json(w, d.top_kernels);
+  w.key("launch_latency_ns");
+  w.begin_object();
+  w.key("p50");
+  optional_int(w, d.launch_latency_p50_ns);
+  w.key("p95");
+  optional_int(w, d.launch_latency_p95_ns);
+  w.end_object();
+  w.key("flops");
+  optional_double(w, d.flops);
+  w.key("peak_flops_per_s");
+  optional_double(w, d.peak_flops_per_s);
+  w.key("mfu");
+  optional_double(w, d.mfu);
+  w.key("health");
+  health_json(w, d.health);
+  w.end_object();
+}
+
+void host_breakdown_json(JsonWriter& w, const std::array<int64_t, kHostCategoryCount>& breakdown_ns) {
+  w.begin_object();
   for (int i = 0; i < kHostCategoryCount; ++i) {
-    c[to_string(static_cast<HostCategory>(i))] = named_times_json(h.culprits[static_cast<size_t>(i)]);
+    w.member(to_string(static_cast<HostCategory>(i)), breakdown_ns[static_cast<size_t>(i)]);
   }
-  j["breakdown_ns"] = host_breakdown_json(h.breakdown_ns);
-  j["culprits"] = std::move(c);
-  return j;
+  w.end_object();
 }
 
-Json step_json(const StepReport& s) {
-  Json j = Json::object();
-  j["step"] = s.step;
-  j["start_ns"] = s.start_ns;
-  j["end_ns"] = s.end_ns;
-  j["wall_ns"] = s.wall_ns;
-  Json devices = Json::array();
-  for (const auto& d : s.devices) devices.push_back(device_step_json(d));
-  j["devices"] = std::move(devices);
-  Json host = Json::array();
-  for (const auto& h : s.host) host.push_back(host_thread_json(h));
-  j["host"] = std::move(host);
-  return j;
+void host_thread_json(JsonWriter& w, const HostThreadStepReport& h) {
+  w.begin_object();
+  w.member("rank", h.rank);
+  w.member("thread", h.thread);
+  w.member("tid", h.tid);
+  w.member("name", h.name);
+  w.member("wall_ns", h.wall_ns);
+  w.key("breakdown_ns");
+  host_breakdown_json(w, h.breakdown_ns);
+  w.key("culprits");
+  w.begin_object();
+  for (int i = 0; i < kHostCategoryCount; ++i) {
+    w.key(to_string(static_cast<HostCategory>(i)));
+    named_times_json(w, h.culprits[static_cast<size_t>(i)]);
+  }
+  w.end_object();
+  w.end_object();
 }
 
-Json device_summary_json(const DeviceSummary& d) {
-  Json j = Json::object();
-  j["device"] = d.device;
-  j["rank"] = d.rank;
-  j["name"] = d.name;
-  j["wall_ns"] = d.wall_ns;
-  j["breakdown_ns"] = breakdown_json(d.breakdown);
+void step_json(JsonWriter& w, const StepReport& s) {
+  w.begin_object();
+  w.member("step", s.step);
+  w.member("start_ns", s.start_ns);
+  w.member("end_ns", s.end_ns);
+  w.member("wall_ns", s.wall_ns);
+  w.key("devices");
+  w.begin_array();
+  for (const auto& d : s.devices) device_step_json(w, d);
+  w.end_array();
+  w.key("host");
+  w.begin_array();
+  for (const auto& h : s.host) host_thread_json(w, h);
+  w.end_array();
+  w.end_object();
+}
+
+void device_summary_json(JsonWriter& w, const DeviceSummary& d) {
+  w.begin_object();
+  w.member("device", d.device);
+  w.member("rank", d.rank);
+  w.member("name", d.name);
+  w.member("wall_ns", d.wall_ns);
+  w.key("breakdown_ns");
+  breakdown_json(w, d.breakdown);
   const auto wall = static_cast<double>(d.wall_ns);
-  j["busy_pct"] = ratio_or_null(static_cast<double>(d.breakdown.busy_ns()), wall, 100.0);
-  j["idle_pct"] = ratio_or_null(static_cast<double>(d.breakdown.idle_total_ns()), wall, 100.0);
-  j["culprits"] = culprits_json(d.culprits);
-  j["kernels"] = d.kernels;
-  j["sm_efficiency_est"] = optional_double(d.sm_efficiency_est);
-  j["achieved_occupancy_est"] = optional_double(d.achieved_occupancy_est);
-  j["mfu"] = optional_double(d.mfu);
-  return j;
+  w.key("busy_pct");
+  ratio_or_null(w, static_cast<double>(d.breakdown.busy_ns()), wall, 100.0);
+  w.key("idle_pct");
+  ratio_or_null(w, static_cast<double>(d.breakdown.idle_total_ns()), wall, 100.0);
+  w.key("culprits");
+  culprits_json(w, d.culprits);
+  w.member("kernels", d.kernels);
+  w.key("sm_efficiency_est");
+  optional_double(w, d.sm_efficiency_est);
+  w.key("achieved_occupancy_est");
+  optional_double(w, d.achieved_occupancy_est);
+  w.key("mfu");
+  optional_double(w, d.mfu);
+  w.end_object();
 }
 
-Json finding_json(const Finding& f) {
-  Json j = Json::object();
-  j["id"] = f.id;
-  j["title"] = f.title;
-  j["evidence"] = f.evidence;
-  j["fix"] = f.fix;
-  j["recoverable_ns"] = f.recoverable_ns;
-  j["share_of_wall"] = number_or_null(f.share_of_wall);
-  return j;
+void finding_json(JsonWriter& w, const Finding& f) {
+  w.begin_object();
+  w.member("id", f.id);
+  w.member("title", f.title);
+  w.member("evidence", f.evidence);
+  w.member("fix", f.fix);
+  w.member("recoverable_ns", f.recoverable_ns);
+  w.member("share_of_wall", f.share_of_wall);  // null when not finite
+  w.end_object();
 }
 
-Json summary_json(const Report& r) {
+void summary_json(JsonWriter& w, const Report& r) {
   const Summary& s = r.summary;
-  Json j = Json::object();
-  j["steps"] = s.steps;
-  j["steps_wall_ns"] = s.steps_wall_ns;
-  j["trace_span_ns"] = s.trace_span_ns;
-  j["outside_steps_ns"] = s.outside_steps_ns;
-  j["step_wall_p50_ns"] = optional_int(s.step_wall_p50_ns);
-  Json devices = Json::array();
-  for (const auto& d : s.devices) devices.push_back(device_summary_json(d));
-  j["devices"] = std::move(devices);
-  j["top_finding"] = r.findings.empty() ? Json(nullptr) : finding_json(r.findings.front());
-  return j;
+  w.begin_object();
+  w.member("steps", s.steps);
+  w.member("steps_wall_ns", s.steps_wall_ns);
+  w.member("trace_span_ns", s.trace_span_ns);
+  w.member("outside_steps_ns", s.outside_steps_ns);
+  w.key("step_wall_p50_ns");
+  optional_int(w, s.step_wall_p50_ns);
+  w.key("devices");
+  w.begin_array();
+  for (const auto& d : s.devices) device_summary_json(w, d);
+  w.end_array();
+  w.key("top_finding");
+  if (r.findings.empty()) {
+    w.null();
+  } else {
+    finding_json(w, r.findings.front());
+  }
+  w.end_object();
 }
 
-Json diagnostics_json(const Diagnostics& diags) {
-  Json arr = Json::array();
+void diagnostics_json(JsonWriter& w, const Diagnostics& diags) {
+  w.begin_array();
   for (size_t i = 0; i < kDiagCount; ++i) {
     const auto d = static_cast<Diag>(i);
     const uint64_t n = diags.count(d);
     if (n == 0) continue;
     const DiagInfo& info = diag_info(d);
-    Json j = Json::object();
-    j["name"] = info.name;
-    j["severity"] = to_string(info.severity);
-    j["count"] = n;
-    j["description"] = info.description;
-    const std::string& example = diags.example(d);
-    j["example"] = example.empty() ? Json(nullptr) : Json(example);
-    arr.push_back(std::move(j));
+    w.begin_object();
+    w.member("name", info.name);
+    w.member("severity", to_string(info.severity));
+    w.member("count", n);
+    w.member("description", info.description);
+    w.key("example");
+    string_or_null(w, diags.example(d));
+    w.end_object();
   }
-  return arr;
+  w.end_array();
 }
 
-Json sources_json(const std::vector<SourceInfo>& sources) {
-  Json arr = Json::array();
+void sources_json(JsonWriter& w, const std::vector<SourceInfo>& sources) {
+  w.begin_array();
   for (const auto& s : sources) {
-    Json j = Json::object();
-    j["path"] = s.path;
-    j["rank"] = s.rank;
-    j["steps_source"] = s.steps_source;
-    j["activities"] = s.activities;
-    j["api_calls"] = s.api_calls;
-    j["ranges"] = s.ranges;
-    arr.push_back(std::move(j));
+    w.begin_object();
+    w.member("path", s.path);
+    w.member("rank", s.rank);
+    w.member("steps_source", s.steps_source);
+    w.member("activities", s.activities);
+    w.member("api_calls", s.api_calls);
+    w.member("ranges", s.ranges);
+    w.end_object();
   }
-  return arr;
+  w.end_array();
 }
 
 }  // namespace
 
 std::string report_to_json(const Report& report, int indent) {
-  Json root = Json::object();
-  root["schema"] = kReportSchema;
-  root["sources"] = sources_json(report.sources);
-  root["flops_source"] = report.flops_source.empty() ? Json(nullptr) : Json(report.flops_source);
-  Json steps = Json::array();
-  for (const auto& s : report.steps) steps.push_back(step_json(s));
-  root["steps"] = std::move(steps);
-  root["summary"] = summary_json(report);
-  Json findings = Json::array();
-  for (const auto& f : report.findings) findings.push_back(finding_json(f));
-  root["findings"] = std::move(findings);
-  root["diagnostics"] = diagnostics_json(report.diagnostics);
-  // replace: a stray invalid UTF-8 byte in a kernel name must not throw.
-  return root.dump(indent < 0 ? -1 : indent, ' ', false, Json::error_handler_t::replace);
+  std::string out;
+  JsonWriter w(out, indent < 0 ? -1 : indent);
+  w.begin_object();
+  w.member("schema", kReportSchema);
+  w.key("sources");
+  sources_json(w, report.sources);
+  w.key("flops_source");
+  string_or_null(w, report.flops_source);
+  w.key("steps");
+  w.begin_array();
+  for (const auto& s : report.steps) step_json(w, s);
+  w.end_array();
+  w.key("summary");
+  summary_json(w, report);
+  w.key("findings");
+  w.begin_array();
+  for (const auto& f : report.findings) finding_json(w, f);
+  w.end_array();
+  w.key("diagnostics");
+  diagnostics_json(w, report.diagnostics);
+  w.end_object();
+  w.finish();
+  return out;
 }
 
 std::string run_totals_to_json(const RunTotals& totals) {
-  Json root = Json::object();
-  root["steps"] = totals.steps;
-  root["steps_wall_ns"] = totals.steps_wall_ns;
-  Json devices = Json::array();
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object();
+  w.member("steps", totals.steps);
+  w.member("steps_wall_ns", totals.steps_wall_ns);
+  w.key("devices");
+  w.begin_array();
   for (const auto& [key, d] : totals.devices) {
-    Json j = Json::object();
-    j["rank"] = key.first;
-    j["device"] = key.second;
-    j["name"] = d.name;
-    j["wall_ns"] = d.wall_ns;
-    j["breakdown_ns"] = breakdown_json(d.breakdown);
-    j["busy_pct"] = ratio_or_null(static_cast<double>(d.breakdown.busy_ns()), static_cast<double>(d.wall_ns), 100.0);
-    devices.push_back(std::move(j));
+    w.begin_object();
+    w.member("rank", key.first);
+    w.member("device", key.second);
+    w.member("name", d.name);
+    w.member("wall_ns", d.wall_ns);
+    w.key("breakdown_ns");
+    breakdown_json(w, d.breakdown);
+    w.key("busy_pct");
+    ratio_or_null(w, static_cast<double>(d.breakdown.busy_ns()), static_cast<double>(d.wall_ns), 100.0);
+    w.end_object();
   }
-  root["devices"] = std::move(devices);
-  Json host = Json::array();
+  w.end_array();
+  w.key("host");
+  w.begin_array();
   for (const auto& [key, h] : totals.threads) {
-    Json j = Json::object();
-    j["rank"] = key.first;
-    j["tid"] = key.second;
-    j["name"] = h.name;
-    j["steps"] = h.steps;
-    j["wall_ns"] = h.wall_ns;
-    j["breakdown_ns"] = host_breakdown_json(h.breakdown_ns);
-    host.push_back(std::move(j));
+    w.begin_object();
+    w.member("rank", key.first);
+    w.member("tid", key.second);
+    w.member("name", h.name);
+    w.member("steps", h.steps);
+    w.member("wall_ns", h.wall_ns);
+    w.key("breakdown_ns");
+    host_breakdown_json(w, h.breakdown_ns);
+    w.end_object();
   }
-  root["host"] = std::move(host);
+  w.end_array();
   std::vector<std::pair<const std::string*, const FindingTotals*>> ranked;
   for (const auto& [id, f] : totals.findings) ranked.emplace_back(&id, &f);
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.second->recoverable_ns > b.second->recoverable_ns; });
-  Json findings = Json::array();
+  w.key("findings");
+  w.begin_array();
   for (const auto& [id, f] : ranked) {
-    Json j = Json::object();
-    j["id"] = *id;
-    j["title"] = f->title;
-    j["fix"] = f->fix;
-    j["recoverable_ns"] = f->recoverable_ns;
-    j["steps"] = f->steps;
-    findings.push_back(std::move(j));
+    w.begin_object();
+    w.member("id", *id);
+    w.member("title", f->title);
+    w.member("fix", f->fix);
+    w.member("recoverable_ns", f->recoverable_ns);
+    w.member("steps", f->steps);
+    w.end_object();
   }
-  root["findings"] = std::move(findings);
-  return root.dump(-1, ' ', false, Json::error_handler_t::replace);
+  w.end_array();
+  w.end_object();
+  w.finish();
+  return out;
 }
 
 }  // namespace gpuutil
