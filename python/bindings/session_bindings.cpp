@@ -40,19 +40,21 @@ void bind_session(py::module_& m) {
   m.def("now_ns", &gpuutil::session_now_ns, "The session clock (CLOCK_MONOTONIC ns).");
   py::class_<gpuutil::Session>(m, "Session")
       .def(py::init([](const std::string& jsonl_path, int rank, std::optional<double> flops_per_step,
-                       const std::string& dtype, std::optional<double> peak_tflops, size_t max_pending_events) {
+                       const std::string& dtype, std::optional<double> peak_tflops, size_t max_pending_events,
+                       std::optional<double> hardware_flops_per_step) {
              gpuutil::SessionOptions o;
              o.jsonl_path = jsonl_path;
              o.rank = rank;
              o.analysis.flops_per_step = flops_per_step;
              o.analysis.dtype = dtype;
              o.analysis.peak_tflops = peak_tflops;
+             o.analysis.hardware_flops_per_step = hardware_flops_per_step;
              o.max_pending_events = max_pending_events;
              return std::make_unique<gpuutil::Session>(std::move(o));
            }),
            py::arg("jsonl_path") = "", py::arg("rank") = 0, py::arg("flops_per_step") = py::none(),
            py::arg("dtype") = "bf16", py::arg("peak_tflops") = py::none(),
-           py::arg("max_pending_events") = size_t(1) << 22)
+           py::arg("max_pending_events") = size_t(1) << 22, py::arg("hardware_flops_per_step") = py::none())
       .def_property_readonly("ok", &gpuutil::Session::ok)
       .def_property_readonly("error", &gpuutil::Session::error)
       .def("begin_step", &gpuutil::Session::begin_step, py::arg("step"), py::arg("t_ns"))

@@ -67,6 +67,7 @@ class Session:
         dtype: str = "bf16",
         peak_tflops: Optional[float] = None,
         max_pending_events: int = 4194304,
+        hardware_flops_per_step: Optional[float] = None,
     ) -> None: ...
     @property
     def ok(self) -> bool: ...

@@ -117,6 +117,7 @@ class Profile:
         max_pending_events: int = 1 << 22,
         on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
         report_interval_ms: float = 100.0,
+        hardware_flops_per_step: Optional[float] = None,
     ) -> None:
         #: "measure" when FLOPs per step are to be measured (by the PyTorch
         #: collector, on one sampled step), else None.
@@ -124,7 +125,11 @@ class Profile:
         if flops_per_step == "measure":
             self.flops_mode = "measure"
             flops_per_step = None
-        for name, value in (("flops_per_step", flops_per_step), ("peak_tflops", peak_tflops)):
+        for name, value in (
+            ("flops_per_step", flops_per_step),
+            ("peak_tflops", peak_tflops),
+            ("hardware_flops_per_step", hardware_flops_per_step),
+        ):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0
             ):
@@ -143,6 +148,7 @@ class Profile:
             dtype=dtype,
             peak_tflops=peak_tflops,
             max_pending_events=max_pending_events,
+            hardware_flops_per_step=hardware_flops_per_step,
         )
         if not self._session.ok:
             raise OSError(f"gpuutil: {self._session.error}")
@@ -448,6 +454,7 @@ def profile(
     keep_reports: int = 1000,
     on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
     report_interval_ms: float = 100.0,
+    hardware_flops_per_step: Optional[float] = None,
 ) -> Profile:
     """Profiles a training loop, step by step.
 
@@ -481,6 +488,10 @@ def profile(
         keep_reports: how many recent step reports ``prof.reports`` keeps.
         on_step: called with each step's report dict (a tracker sink), in
             step order, up to ``report_interval_ms`` after the step ends.
+        hardware_flops_per_step: FLOPs the hardware executes per step,
+            recomputation included (activation checkpointing; e.g. the
+            second value of ``gpuutil.flops.transformer_flops_per_step(...,
+            recompute="full")``): reports then carry ``hfu`` next to ``mfu``.
         report_interval_ms: finished steps are analysed in batches at most
             this often (0: at every step end). Reading ``prof.reports`` or
             ``prof.summary()`` reports every finished step first.
@@ -495,4 +506,5 @@ def profile(
         keep_reports=keep_reports,
         on_step=on_step,
         report_interval_ms=report_interval_ms,
+        hardware_flops_per_step=hardware_flops_per_step,
     )

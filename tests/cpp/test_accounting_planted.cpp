@@ -306,6 +306,38 @@ TEST(PlantedAccounting, MfuUsesUserFlopsAndPeakOverride) {
   EXPECT_NEAR(*r.summary.devices.at(0).mfu, 0.5, 1e-12);
 }
 
+TEST(PlantedAccounting, HfuCountsRecomputationNextToMfu) {
+  Planted p;
+  p.step(1, 0, 1000).kernel("gemm", 0, 1000);
+  p.step(2, 1000, 2000).kernel("gemm", 1000, 2000);
+  AnalysisOptions o;
+  o.flops_per_step = 6e8;           // model FLOPs over 1 ms = 6e11 FLOP/s
+  o.hardware_flops_per_step = 8e8;  // full recomputation: one more forward (x 4/3)
+  o.peak_tflops = 1.0;
+  const Report r = analyze(p.store(), o);
+  for (const auto& step : r.steps) {
+    const auto& d = step.devices.at(0);
+    ASSERT_TRUE(d.mfu && d.hfu && d.hardware_flops);
+    EXPECT_NEAR(*d.mfu, 0.6, 1e-12);
+    EXPECT_NEAR(*d.hfu, 0.8, 1e-12);
+    EXPECT_DOUBLE_EQ(*d.hardware_flops, 8e8);
+  }
+  ASSERT_TRUE(r.summary.devices.at(0).hfu.has_value());
+  EXPECT_NEAR(*r.summary.devices.at(0).hfu, 0.8, 1e-12);
+}
+
+TEST(PlantedAccounting, HfuIsNullWithoutHardwareFlops) {
+  Planted p;
+  p.step(1, 0, 1000).kernel("gemm", 0, 1000);
+  AnalysisOptions o;
+  o.flops_per_step = 6e8;
+  o.peak_tflops = 1.0;
+  const Report r = analyze(p.store(), o);
+  EXPECT_TRUE(r.steps[0].devices.at(0).mfu.has_value());
+  EXPECT_FALSE(r.steps[0].devices.at(0).hfu.has_value());
+  EXPECT_FALSE(r.summary.devices.at(0).hfu.has_value());
+}
+
 TEST(PlantedAccounting, MfuIsNullWithoutFlops) {
   Planted p;
   p.step(1, 0, 1000).kernel("gemm", 0, 1000);

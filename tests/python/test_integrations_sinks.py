@@ -59,6 +59,16 @@ def test_flat_metrics_of_a_device_report_has_idle_pct_and_mfu():
     assert m["gpuutil/idle_dataloader_pct"] == pytest.approx(30.0)
     assert m["gpuutil/busy_pct"] == pytest.approx(70.0)
     assert m["gpuutil/mfu"] == pytest.approx(0.25)
+    assert "gpuutil/hfu" not in m  # no hardware FLOPs given
+
+
+def test_flat_metrics_carry_hfu_when_hardware_flops_are_known():
+    device = {"wall_ns": 1000, "mfu": 0.6, "hfu": 0.8, "breakdown_ns": {
+        "compute": 1000, "communication": 0, "memory": 0, "idle_dataloader": 0, "idle_host_sync": 0,
+        "idle_collective": 0, "idle_launch": 0, "idle_host": 0, "idle_unattributed": 0}}
+    m = flat_metrics({"steps": [{"step": 0, "wall_ns": 1000, "host": [], "devices": [device]}]})
+    assert m["gpuutil/mfu"] == pytest.approx(0.6)
+    assert m["gpuutil/hfu"] == pytest.approx(0.8)
 
 
 def test_tensorboard_sink_writes_hierarchical_scalars(tmp_path):

@@ -157,3 +157,9 @@ def test_summary_sums_exactly_over_every_step():
     for h in s["host"]:
         assert sum(h["breakdown_ns"].values()) == h["wall_ns"]
         assert h["steps"] == 6
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), "8e8"])
+def test_bad_hardware_flops_are_refused(bad):
+    with pytest.raises(ValueError, match="hardware_flops_per_step"):
+        gpuutil.profile(hardware_flops_per_step=bad)

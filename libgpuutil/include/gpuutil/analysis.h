@@ -21,6 +21,9 @@ namespace gpuutil {
 struct AnalysisOptions {
   std::optional<double> flops_per_step;  // FLOPs per step (per rank), from flops_source
   std::string flops_source = "user";      // report's flops_source when flops_per_step is set ("user", "measured")
+  // FLOPs the hardware executes per step (per rank), recomputation
+  // included (activation checkpointing); gives HFU next to MFU.
+  std::optional<double> hardware_flops_per_step;
   std::string dtype = "bf16";            // picks the peak for MFU
   std::optional<double> peak_tflops;     // overrides the peak table
   int64_t short_kernel_threshold_ns = 10'000;

@@ -103,6 +103,8 @@ struct DeviceStepReport {
   std::optional<double> flops;       // FLOPs attributed to this step
   std::optional<double> peak_flops_per_s;
   std::optional<double> mfu;
+  std::optional<double> hardware_flops;  // FLOPs executed incl. recomputation (when given)
+  std::optional<double> hfu;             // hardware_flops / (wall × peak)
   DeviceHealth health;                // from counter samples; all-null without counters
   int64_t total_memory_bytes = 0;     // device memory, 0 = unknown
 };
@@ -162,6 +164,7 @@ struct DeviceSummary {
   std::optional<double> sm_efficiency_est;
   std::optional<double> achieved_occupancy_est;
   std::optional<double> mfu;
+  std::optional<double> hfu;
 };
 
 struct Summary {

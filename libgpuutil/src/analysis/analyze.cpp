@@ -79,6 +79,7 @@ struct DeviceTotals {
   double occ_weighted_ns = 0, occ_kernel_ns = 0;
   double flops = 0;
   bool flops_known = false;
+  double hardware_flops = 0;
   std::optional<double> peak;
 };
 
@@ -184,9 +185,18 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
           peak = peak_flops_per_s(*info, options.dtype);
         }
         d.peak_flops_per_s = peak;
+        const auto n_devices = static_cast<double>(devices.size());
+        const auto utilisation = [&](double flops) -> std::optional<double> {
+          if (!peak || *peak <= 0 || d.wall_ns <= 0) return std::nullopt;
+          return flops / (static_cast<double>(d.wall_ns) * 1e-9 * *peak);
+        };
         if (step_flops) {
-          d.flops = *step_flops / static_cast<double>(devices.size());
-          if (peak && *peak > 0 && d.wall_ns > 0) d.mfu = *d.flops / (static_cast<double>(d.wall_ns) * 1e-9 * *peak);
+          d.flops = *step_flops / n_devices;
+          d.mfu = utilisation(*d.flops);
+        }
+        if (options.hardware_flops_per_step) {
+          d.hardware_flops = *options.hardware_flops_per_step / n_devices;
+          d.hfu = utilisation(*d.hardware_flops);
         }
 
         auto& t = totals[{s.rank, tl.device}];
@@ -211,6 +221,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
           t.flops += *d.flops;
           t.flops_known = true;
         }
+        if (d.hardware_flops) t.hardware_flops += *d.hardware_flops;
         t.peak = peak;
         step.devices.push_back(std::move(d));
       }
@@ -234,6 +245,9 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
     if (t.occ_kernel_ns > 0) d.achieved_occupancy_est = t.occ_weighted_ns / t.occ_kernel_ns;
     if (t.flops_known && t.peak && *t.peak > 0 && d.wall_ns > 0) {
       d.mfu = t.flops / (static_cast<double>(d.wall_ns) * 1e-9 * *t.peak);
+    }
+    if (options.hardware_flops_per_step && t.peak && *t.peak > 0 && d.wall_ns > 0) {
+      d.hfu = t.hardware_flops / (static_cast<double>(d.wall_ns) * 1e-9 * *t.peak);
     }
     if (t.flops_known && !t.peak) report.diagnostics.add(Diag::peak_unknown, 1, d.name);
     report.summary.devices.push_back(std::move(d));

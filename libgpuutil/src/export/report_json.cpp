@@ -207,6 +207,10 @@ void device_step_json(JsonWriter& w, const DeviceStepReport& d) {
   optional_double(w, d.peak_flops_per_s);
   w.key("mfu");
   optional_double(w, d.mfu);
+  w.key("hardware_flops");
+  optional_double(w, d.hardware_flops);
+  w.key("hfu");
+  optional_double(w, d.hfu);
   w.key("health");
   health_json(w, d.health);
   w.end_object();
@@ -278,6 +282,8 @@ void device_summary_json(JsonWriter& w, const DeviceSummary& d) {
   optional_double(w, d.achieved_occupancy_est);
   w.key("mfu");
   optional_double(w, d.mfu);
+  w.key("hfu");
+  optional_double(w, d.hfu);
   w.end_object();
 }
 

@@ -7,7 +7,7 @@ across W&B, MLflow, TensorBoard, Lightning and Hugging Face:
 * per device, summed over the step's devices (absent in host-only mode):
   ``gpuutil/busy_pct``, ``gpuutil/compute_pct``, ``gpuutil/communication_pct``,
   ``gpuutil/memory_pct``, ``gpuutil/idle_<cause>_pct`` for every idle cause
-  (``idle_dataloader_pct``, ``idle_host_sync_pct``, ...), ``gpuutil/mfu``
+  (``idle_dataloader_pct``, ``idle_host_sync_pct``, ...), ``gpuutil/mfu`` (and ``gpuutil/hfu`` when hardware FLOPs are known)
   (only when known);
 * the main training thread's host breakdown (the thread with the most
   categorised time): ``gpuutil/host_<category>_pct`` and
@@ -59,9 +59,10 @@ def flat_metrics(report: Dict[str, Any]) -> Dict[str, float]:
             pct = _pct(value, dev_wall)
             if pct is not None:
                 out[f"{PREFIX}{key}_pct"] = pct
-        mfus = [d.get("mfu") for d in devices if d.get("mfu") is not None]
-        if mfus:
-            out[PREFIX + "mfu"] = sum(mfus) / len(mfus)
+        for key in ("mfu", "hfu"):
+            values = [d.get(key) for d in devices if d.get(key) is not None]
+            if values:
+                out[PREFIX + key] = sum(values) / len(values)
 
     host = main_host_thread(step)
     if host is not None:
