@@ -146,7 +146,7 @@ TEST(ReportJson, StepAndDeviceKeys) {
                                       "culprits", "kernels", "memcpys", "memsets", "short_kernels",
                                       "sm_efficiency_est", "achieved_occupancy_est", "memcpy", "communication",
                                       "top_kernels", "launch_latency_ns", "flops", "peak_flops_per_s", "mfu",
-                                      "health"}));
+                                      "hardware_flops", "hfu", "health"}));
   EXPECT_TRUE(d["health"].is_null());  // no counter samples in this report
   EXPECT_EQ(keys_of(d["breakdown_ns"]), kBreakdownKeys);
   EXPECT_EQ(keys_of(d["culprits"]), kCauseKeys);
@@ -231,7 +231,7 @@ TEST(ReportJson, SummaryKeys) {
   const auto& d = s["devices"][0];
   EXPECT_EQ(keys_of(d), (std::vector<std::string>{"device", "rank", "name", "wall_ns", "breakdown_ns", "busy_pct",
                                                   "idle_pct", "culprits", "kernels", "sm_efficiency_est",
-                                                  "achieved_occupancy_est", "mfu"}));
+                                                  "achieved_occupancy_est", "mfu", "hfu"}));
   EXPECT_EQ(keys_of(d["breakdown_ns"]), kBreakdownKeys);
   EXPECT_EQ(keys_of(d["culprits"]), kCauseKeys);
   const double busy = d["busy_pct"].get<double>();
