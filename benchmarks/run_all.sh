@@ -19,3 +19,14 @@ if [ -x .venv-hta/bin/python ]; then
 else
   echo "skipped: run benchmarks/setup_hta_venv.sh first"
 fi
+echo "== report serialisation (live step, whole trace)"
+build/benchmarks/bench_report_json "$traces/hta_train_v100_dataloader_nccl_rank1.json.gz" 15
+echo "== PyTorch integration overhead (MLP and transformer loops) vs torch.profiler"
+.venv/bin/python benchmarks/bench_torch_overhead.py --steps 40 --rounds 21 --markdown
+.venv/bin/python benchmarks/bench_torch_overhead.py --model transformer --steps 40 --rounds 15 --markdown
+echo "== PyTorch step boundary, part by part; per-phase paired differences"
+.venv/bin/python benchmarks/bench_torch_boundary.py
+.venv/bin/python benchmarks/bench_torch_boundary.py --report-interval-ms 0
+.venv/bin/python benchmarks/bench_torch_phases.py
+echo "== forward timing: global module hooks vs wrapped root classes"
+.venv/bin/python benchmarks/bench_module_hooks.py
