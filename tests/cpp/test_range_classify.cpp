@@ -40,6 +40,9 @@ TEST(RangeClassify, HostSyncOps) {
   EXPECT_EQ(classify_range("aten::item", true), RangeCategory::kHostSync);
   EXPECT_EQ(classify_range("aten::_local_scalar_dense", true), RangeCategory::kHostSync);
   EXPECT_EQ(classify_range("aten::itemsize", true), RangeCategory::kOp);
+  // gpuutil's Python hooks for blocking device-to-host copies.
+  EXPECT_EQ(classify_range("## host_sync: Tensor.cpu ##", true), RangeCategory::kHostSync);
+  EXPECT_EQ(classify_range("## host_sync: torch.cuda.synchronize ##", false), RangeCategory::kHostSync);
 }
 
 TEST(RangeClassify, Collectives) {

@@ -235,3 +235,75 @@ def test_libtorch_hook_version_mismatch_falls_back_with_a_reason(monkeypatch):
     module, reason = _ext.load()
     assert module is None
     assert "built against torch" in reason
+
+
+def test_collectives_are_attributed_to_collective_on_both_paths(hook_mode, monkeypatch):
+    """A real (gloo, one rank) all_reduce inside each step lands in the
+    collective category: from PyTorch's c10d ops with the LibTorch hook
+    (FUNCTION scope turns on under torch.distributed), from the
+    torch.distributed wrappers in the fallback."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        model, opt = make_model()
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            for _ in range(3):
+                loss = model(torch.randn(4, 16)).sum()
+                opt.zero_grad()
+                loss.backward()
+                for p in model.parameters():
+                    dist.all_reduce(p.grad)
+                opt.step()
+        for r in list(prof.reports)[:3]:
+            h = main_thread(r["steps"][0])
+            assert h["breakdown_ns"]["collective"] > 0, h
+            names = [c["name"] for c in h["culprits"]["collective"]]
+            assert any("all_reduce" in n or "allreduce" in n for n in names), names
+            assert sum(h["breakdown_ns"].values()) == h["wall_ns"]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_blocking_copies_of_device_tensors_are_host_sync(hook_mode, monkeypatch):
+    """.cpu()/.tolist() of a tensor on an accelerator wait for the device:
+    host_sync, with the call as culprit. (No GPU here: the accelerator test
+    is planted so a CPU tensor counts as one.)"""
+    from gpuutil.torch import _fallback
+
+    monkeypatch.setattr(_fallback, "on_accelerator", lambda t: True)
+    model, opt = make_model()
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        for _ in range(2):
+            out = model(torch.randn(4, 16))
+            time.sleep(0.002)
+            out.detach().cpu()
+            out.detach().tolist()
+            loss = out.sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert torch.Tensor.cpu is torch._C.TensorBase.cpu  # the patch is undone, not shadowed
+    r = prof.reports[0]
+    h = main_thread(r["steps"][0])
+    names = {c["name"] for c in h["culprits"]["host_sync"]}
+    assert {"## host_sync: Tensor.cpu ##", "## host_sync: Tensor.tolist ##"} <= names
+    assert h["breakdown_ns"]["host_sync"] > 0
+
+
+def test_cpu_tensors_copies_make_no_ranges(hook_mode):
+    model, opt = make_model()
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        out = model(torch.randn(4, 16))
+        out.detach().cpu()
+        loss = out.sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    h = main_thread(prof.reports[0]["steps"][0])
+    assert h["breakdown_ns"]["host_sync"] == 0

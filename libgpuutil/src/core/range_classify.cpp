@@ -109,8 +109,11 @@ RangeCategory classify_range(std::string_view name, bool is_op) {
     return RangeCategory::kOptimizer;
   }
 
-  // Ops that copy a scalar to the host and therefore wait for the device.
-  if (name == "aten::item" || name == "aten::_local_scalar_dense") return RangeCategory::kHostSync;
+  // Ops that copy a scalar to the host and therefore wait for the device;
+  // "## host_sync: Tensor.cpu ##" etc. from gpuutil's Python hooks.
+  if (name == "aten::item" || name == "aten::_local_scalar_dense" || starts_with(name, "## host_sync")) {
+    return RangeCategory::kHostSync;
+  }
 
   // Host side of collectives: record_function names of ProcessGroup calls.
   constexpr std::array<std::string_view, 7> kCollectivePrefixes = {

@@ -11,14 +11,18 @@ hook                                  range name                                
 optimizer step pre/post hooks         ``Optimizer.step#<Opt>.step``                 optimizer
 ``Optimizer.zero_grad``               ``Optimizer.zero_grad#<Opt>.zero_grad``       optimizer
 ``Tensor.item``                       ``aten::item``                                host_sync
+``Tensor.cpu/tolist/numpy`` on a      ``## host_sync: Tensor.cpu ##`` (...)          host_sync
+device tensor, ``torch.cuda.synchronize``
+``torch.distributed`` collectives     ``c10d::<function>`` (``c10d::all_reduce``)   collective
 ``torch.autograd.backward``           ``## backward ##``                            backward
 outermost module calls (``_forward``) ``nn.Module: <Class>`` (outermost only)       forward
 ====================================  ============================================  ==========
 
 The optimizer post-hook also ends automatic steps (``Profile.auto_step_boundary``).
 With the LibTorch hook loaded (``python_ranges=False``) only the optimizer
-step, backward and forward hooks are installed; the rest comes from
-PyTorch's own RecordFunction ranges.
+step, backward, forward and blocking-copy hooks are installed; the rest
+(DataLoader, zero_grad, collectives when torch.distributed is initialised)
+comes from PyTorch's own RecordFunction ranges.
 
 Cost: one ``time`` read and one ``Session.add_range`` call (a C++ call that
 takes the session lock) per hooked call, a few microseconds; only
@@ -40,6 +44,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpuutil._profile import Profile
 
 _now_ns = _core.now_ns
+
+#: torch.distributed functions timed as collectives by the fallback.
+_COLLECTIVES = (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_object", "reduce_scatter",
+    "reduce_scatter_tensor", "broadcast", "broadcast_object_list", "reduce", "all_to_all", "all_to_all_single",
+    "barrier", "gather", "scatter", "send", "recv",
+)
+
+
+def on_accelerator(t: Any) -> bool:
+    """Whether a copy of ``t`` to the host waits for a device."""
+    return t.device.type not in ("cpu", "meta")
 
 
 class PythonHooks:
@@ -75,16 +91,28 @@ class PythonHooks:
         self._session.add_range(name, start_ns, end_ns, self._thread(), is_op)
 
     def _patch(self, owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
-        original = owner.__dict__[attr] if attr in owner.__dict__ else getattr(owner, attr)
-        setattr(owner, attr, make(original))
-        self._undo.append(lambda: setattr(owner, attr, original))
+        """Replaces ``owner.attr`` by ``make(original)``; undo restores exactly
+        what was there (an inherited attribute is deleted again, not shadowed)."""
+        own = attr in vars(owner)
+        saved = vars(owner)[attr] if own else None
+        setattr(owner, attr, make(getattr(owner, attr)))
+
+        def undo() -> None:
+            if own:
+                setattr(owner, attr, saved)
+            else:
+                delattr(owner, attr)
+
+        self._undo.append(undo)
 
     # -- install / uninstall ---------------------------------------------
     def install(self) -> None:
         if self._python_ranges:
             self._install_dataloader()
+            self._install_collectives()
         if self._item_hook:
             self._install_item()
+        self._install_blocking_copies()
         self._install_optimizer()
         self._install_backward()
         if self._forward_hooks:
@@ -165,6 +193,73 @@ class PythonHooks:
             return item
 
         self._patch(torch.Tensor, "item", make)
+
+    def _install_blocking_copies(self) -> None:
+        """Copies to the host that wait for the device: ``.cpu()``,
+        ``.tolist()``, ``.numpy()`` of a tensor on an accelerator, and
+        ``torch.cuda.synchronize()``. A CPU tensor's ``.cpu()`` waits for
+        nothing and makes no range."""
+        add = self._add
+
+        def make(label: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            name = f"## host_sync: {label} ##"
+
+            def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+                def method(t: Any, *args: Any, **kwargs: Any) -> Any:
+                    if not on_accelerator(t):
+                        return original(t, *args, **kwargs)
+                    start = _now_ns()
+                    try:
+                        return original(t, *args, **kwargs)
+                    finally:
+                        add(name, start, _now_ns(), True)
+
+                return method
+
+            return wrap
+
+        for attr in ("cpu", "tolist", "numpy"):
+            self._patch(torch.Tensor, attr, make(f"Tensor.{attr}"))
+
+        def make_sync(original: Callable[..., Any]) -> Callable[..., Any]:
+            def synchronize(*args: Any, **kwargs: Any) -> Any:
+                start = _now_ns()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    add("## host_sync: torch.cuda.synchronize ##", start, _now_ns(), True)
+
+            return synchronize
+
+        self._patch(torch.cuda, "synchronize", make_sync)
+
+    def _install_collectives(self) -> None:
+        """``torch.distributed`` collectives as ``c10d::<function>`` ranges
+        (the LibTorch hook sees PyTorch's own c10d ops instead)."""
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            return
+        add = self._add
+
+        def make(fname: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            name = f"c10d::{fname}"
+
+            def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+                def collective(*args: Any, **kwargs: Any) -> Any:
+                    start = _now_ns()
+                    try:
+                        return original(*args, **kwargs)
+                    finally:
+                        add(name, start, _now_ns(), True)
+
+                return collective
+
+            return wrap
+
+        for fname in _COLLECTIVES:
+            if hasattr(dist, fname):
+                self._patch(dist, fname, make(fname))
 
     def _install_backward(self) -> None:
         add = self._add
