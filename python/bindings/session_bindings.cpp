@@ -78,6 +78,18 @@ void bind_session(py::module_& m) {
           py::arg("name"), py::arg("start_ns"), py::arg("end_ns"), py::arg("thread"), py::arg("is_op") = false,
           "Adds a host range; its category follows PyTorch's naming rules.")
       .def(
+          "add_counter",
+          [](gpuutil::Session& s, const std::string& name, int64_t ts_ns, int32_t device, double value) {
+            gpuutil::CounterSample c;
+            c.counter = s.intern(name);
+            c.ts_ns = ts_ns;
+            c.device = device;
+            c.value = value;
+            s.add_counter(c);
+          },
+          py::arg("name"), py::arg("ts_ns"), py::arg("device"), py::arg("value"),
+          "Adds a counter sample (e.g. torch_allocated_bytes; docs/report-schema.md, health).")
+      .def(
           "count", [](gpuutil::Session& s, const std::string& name, uint64_t n, const std::string& example) {
             s.count(diag_by_name(name), n, example);
           },

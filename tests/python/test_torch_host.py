@@ -307,3 +307,48 @@ def test_cpu_tensors_copies_make_no_ranges(hook_mode):
         opt.step()
     h = main_thread(prof.reports[0]["steps"][0])
     assert h["breakdown_ns"]["host_sync"] == 0
+
+
+class RecordingSession:
+    """Delegates to the real session and records add_counter calls."""
+
+    def __init__(self, inner) -> None:
+        self._inner = inner
+        self.counters = []
+
+    def add_counter(self, name, ts_ns, device, value):
+        self.counters.append((name, device, value))
+        self._inner.add_counter(name, ts_ns, device, value)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def test_allocator_stats_are_fed_as_counters_every_step(monkeypatch):
+    """With CUDA, each step end samples the caching allocator per device
+    into torch_allocated_bytes / torch_reserved_bytes /
+    torch_peak_allocated_bytes counters (the engine's health fields). No
+    GPU here: the sampler is planted."""
+    from gpuutil.torch import _collector
+
+    monkeypatch.setattr(_collector, "allocator_stats", lambda: [(0, 100.0, 200.0, 150.0), (1, 10.0, 20.0, 15.0)])
+    model, opt = make_model()
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        recording = RecordingSession(prof._session)
+        prof._session = recording
+        for _ in range(2):
+            loss = model(torch.randn(4, 16)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        prof._session = recording._inner
+    assert recording.counters.count(("torch_allocated_bytes", 0, 100.0)) == 2
+    assert recording.counters.count(("torch_peak_allocated_bytes", 1, 15.0)) == 2
+    assert len(recording.counters) == 12
+
+
+def test_allocator_stats_are_empty_without_cuda():
+    from gpuutil.torch._collector import allocator_stats
+
+    if not torch.cuda.is_available():
+        assert allocator_stats() == []

@@ -105,6 +105,20 @@ class TorchCollector:
         if self._flops is not None:
             self._flops.on_step_end()
         self._drain()
+        self._sample_allocator(prof)
+
+    def _sample_allocator(self, prof: "Profile") -> None:
+        """PyTorch's caching allocator per CUDA device, once per step end, as
+        counters (each step's health: allocated, reserved, peak allocated)."""
+        stats = allocator_stats()
+        if not stats:
+            return
+        now = _core.now_ns()
+        session = prof._session
+        for device, allocated, reserved, peak in stats:
+            session.add_counter("torch_allocated_bytes", now, device, allocated)
+            session.add_counter("torch_reserved_bytes", now, device, reserved)
+            session.add_counter("torch_peak_allocated_bytes", now, device, peak)
 
     def complete_until_ns(self) -> Optional[int]:
         return None
@@ -117,3 +131,25 @@ class TorchCollector:
             self._drain()
         if self._hooks is not None:
             self._hooks.uninstall()
+
+
+def allocator_stats() -> "list[tuple[int, float, float, float]]":
+    """(device, allocated, reserved, peak allocated) bytes per CUDA device
+    the program has initialised; empty without CUDA. The peak is PyTorch's
+    ``max_memory_allocated`` (since start or the program's last reset;
+    gpuutil never resets it)."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return []
+    out = []
+    for d in range(torch.cuda.device_count()):
+        out.append(
+            (
+                d,
+                float(torch.cuda.memory_allocated(d)),
+                float(torch.cuda.memory_reserved(d)),
+                float(torch.cuda.max_memory_allocated(d)),
+            )
+        )
+    return out
