@@ -179,20 +179,24 @@ class PythonHooks:
         if self._python_ranges:
             self._patch(torch.optim.Optimizer, "zero_grad", make)
 
-    def _install_item(self) -> None:
+    def _timed(self, name: str, is_op: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A patch maker: the call, timed as one range named ``name``."""
         add = self._add
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            def item(t: Any) -> Any:
+            def timed(*args: Any, **kwargs: Any) -> Any:
                 start = _now_ns()
                 try:
-                    return original(t)
+                    return original(*args, **kwargs)
                 finally:
-                    add("aten::item", start, _now_ns(), True)
+                    add(name, start, _now_ns(), is_op)
 
-            return item
+            return timed
 
-        self._patch(torch.Tensor, "item", make)
+        return make
+
+    def _install_item(self) -> None:
+        self._patch(torch.Tensor, "item", self._timed("aten::item"))
 
     def _install_blocking_copies(self) -> None:
         """Copies to the host that wait for the device: ``.cpu()``,
@@ -220,18 +224,7 @@ class PythonHooks:
 
         for attr in ("cpu", "tolist", "numpy"):
             self._patch(torch.Tensor, attr, make(f"Tensor.{attr}"))
-
-        def make_sync(original: Callable[..., Any]) -> Callable[..., Any]:
-            def synchronize(*args: Any, **kwargs: Any) -> Any:
-                start = _now_ns()
-                try:
-                    return original(*args, **kwargs)
-                finally:
-                    add("## host_sync: torch.cuda.synchronize ##", start, _now_ns(), True)
-
-            return synchronize
-
-        self._patch(torch.cuda, "synchronize", make_sync)
+        self._patch(torch.cuda, "synchronize", self._timed("## host_sync: torch.cuda.synchronize ##"))
 
     def _install_collectives(self) -> None:
         """``torch.distributed`` collectives as ``c10d::<function>`` ranges
@@ -240,26 +233,9 @@ class PythonHooks:
 
         if not dist.is_available():
             return
-        add = self._add
-
-        def make(fname: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-            name = f"c10d::{fname}"
-
-            def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-                def collective(*args: Any, **kwargs: Any) -> Any:
-                    start = _now_ns()
-                    try:
-                        return original(*args, **kwargs)
-                    finally:
-                        add(name, start, _now_ns(), True)
-
-                return collective
-
-            return wrap
-
         for fname in _COLLECTIVES:
             if hasattr(dist, fname):
-                self._patch(dist, fname, make(fname))
+                self._patch(dist, fname, self._timed(f"c10d::{fname}"))
 
     def _install_backward(self) -> None:
         add = self._add
