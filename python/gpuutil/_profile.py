@@ -56,8 +56,12 @@ class Collector(Protocol):
 
     ``start`` returns None when the collector runs, or a one-line reason why
     it cannot (the Profile reports it in every step's diagnostics).
-    ``complete_until_ns`` returns the session-clock time up to which the
-    collector has delivered everything (None: no constraint).
+    ``on_step_end`` runs at every step boundary. ``complete_until_ns``
+    returns the session-clock time up to which the collector has delivered
+    everything (None: no constraint). An optional ``before_report(prof)``
+    runs before each batch of steps is analysed: a collector whose own
+    thread keeps its buffers from overflowing drains there instead of at
+    every step end.
     """
 
     name: str
@@ -300,6 +304,10 @@ class Profile:
 
     def _collect(self) -> None:
         self._unreported = False
+        for c in self._collectors:
+            before = getattr(c, "before_report", None)
+            if before is not None:
+                before(self)
         self._deliver(self._session.collect(self._complete_ns))
 
     def flush(self) -> None:

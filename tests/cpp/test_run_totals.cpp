@@ -110,6 +110,7 @@ TEST(Session, CloseStepRecordsAWholeStepAndClosesAnOpenOne) {
 TEST(Session, StandingDiagnosticIsCountedOnceInEveryReport) {
   Session s(SessionOptions{});
   s.add_standing_diagnostic(Diag::gpu_collection_off, "CUPTI: no driver");
+  s.add_standing_diagnostic(Diag::gpu_collection_off, "CUPTI: no driver");  // a restart: not twice
   for (int step = 0; step < 3; ++step) s.close_step(step, step * 10, step * 10 + 10);
   s.mark_complete_until(30);
   const auto out = s.collect();

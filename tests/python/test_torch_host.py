@@ -334,6 +334,7 @@ def test_allocator_stats_are_fed_as_counters_every_step(monkeypatch):
     monkeypatch.setattr(_collector, "allocator_stats", lambda: [(0, 100.0, 200.0, 150.0), (1, 10.0, 20.0, 15.0)])
     model, opt = make_model()
     with gpuutil.profile(report_interval_ms=0) as prof:
+        next(c for c in prof._collectors if c.name == "torch")._cuda = True  # as on a CUDA machine
         recording = RecordingSession(prof._session)
         prof._session = recording
         for _ in range(2):

@@ -69,8 +69,8 @@ class LiveCollector {
   // "" when GPU activity is collected, else why not (one line, with the fix).
   // NVTX collection starts too; its own reason is nvtx_off().
   std::string start();
-  // "" when NVTX ranges are collected, else why not (each step then carries
-  // the nvtx_collection_off diagnostic).
+  // "" when NVTX ranges are collected, else why not (every later report of
+  // the session then carries the nvtx_collection_off diagnostic).
   std::string nvtx_off() const;
   bool running() const;
   // A step boundary at t_ns (control thread): drains NVTX rings, asks the

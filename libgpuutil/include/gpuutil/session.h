@@ -80,7 +80,8 @@ class Session {
   // into each report's sources[0].steps_source from the next report on.
   void set_steps_source(std::string_view source);
   // A condition that holds for the whole session (e.g. GPU collection is
-  // off, and why): counted once in every report from the next one on.
+  // off, and why): counted once in every report from the next one on. Adding
+  // the same (diagnostic, example) again changes nothing.
   void add_standing_diagnostic(Diag d, std::string_view example = {});
   // FLOPs per step for MFU from the next analysed step on (also steps
   // already closed but not yet reported); `source` becomes the reports'

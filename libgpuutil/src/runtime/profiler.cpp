@@ -38,6 +38,8 @@ std::string LiveCollector::start() {
     no.library = impl_->options.nvtx_library;
     impl_->nvtx = std::make_unique<nvtx::NvtxCollector>(impl_->session, std::move(no));
     impl_->nvtx_off = impl_->nvtx->start();
+    // Every report from now on says so, however steps are batched.
+    if (!impl_->nvtx_off.empty()) impl_->session.add_standing_diagnostic(Diag::nvtx_collection_off, impl_->nvtx_off);
   } else if (!impl_->options.nvtx) {
     impl_->nvtx_off = "NVTX collection disabled by the caller (LiveOptions::nvtx = false)";
   }
@@ -58,9 +60,6 @@ std::string LiveCollector::nvtx_off() const { return impl_->nvtx_off; }
 
 int64_t LiveCollector::step_boundary(int64_t t_ns) {
   if (impl_->nvtx && impl_->nvtx->running()) impl_->nvtx->drain_now();
-  if (impl_->options.nvtx && !impl_->nvtx_off.empty()) {
-    impl_->session.count(Diag::nvtx_collection_off, 1, impl_->nvtx_off);
-  }
   return running() ? impl_->cupti->step_boundary(t_ns) : t_ns;
 }
 

@@ -92,6 +92,9 @@ void Session::set_steps_source(std::string_view source) {
 
 void Session::add_standing_diagnostic(Diag d, std::string_view example) {
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [diag, text] : standing_) {
+    if (diag == d && text == example) return;  // the same condition again (a collector restarted)
+  }
   standing_.emplace_back(d, std::string(example));
 }
 

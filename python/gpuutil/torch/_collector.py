@@ -68,7 +68,8 @@ class TorchCollector:
 
             function_scope = dist.is_available() and dist.is_initialized()
         self._function_scope = function_scope
-        self._autograd_nodes = torch.cuda.is_available() if autograd_nodes is None else autograd_nodes
+        self._cuda = torch.cuda.is_available()
+        self._autograd_nodes = self._cuda if autograd_nodes is None else autograd_nodes
         self._ext: Any = None
         self._drainer: Any = None
         self._hooks: Optional[PythonHooks] = None
@@ -110,6 +111,8 @@ class TorchCollector:
     def _sample_allocator(self, prof: "Profile") -> None:
         """PyTorch's caching allocator per CUDA device, once per step end, as
         counters (each step's health: allocated, reserved, peak allocated)."""
+        if not self._cuda:
+            return
         stats = allocator_stats()
         if not stats:
             return
