@@ -353,3 +353,21 @@ def test_allocator_stats_are_empty_without_cuda():
 
     if not torch.cuda.is_available():
         assert allocator_stats() == []
+
+
+def test_optimizer_internal_cpu_item_calls_make_no_host_sync(hook_mode):
+    """AdamW reads its CPU step counters with .item() once per parameter:
+    not a device sync, and not the user's .item(); only the latter is
+    host_sync."""
+    model, _ = make_model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        for _ in range(3):
+            loss = model(torch.randn(4, 16)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for r in list(prof.reports)[1:3]:
+        h = main_thread(r["steps"][0])
+        assert h["breakdown_ns"]["host_sync"] == 0, h["culprits"]["host_sync"]
+        assert h["breakdown_ns"]["optimizer"] > 0
