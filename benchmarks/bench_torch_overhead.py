@@ -49,7 +49,8 @@ class TinyLM(torch.nn.Module):
         return self.head(self.encoder(self.embed(tokens))).flatten(0, 1)
 
 
-def make_loop(width: int, batch: int, model_kind: str = "mlp"):
+def make_training(width: int, batch: int, model_kind: str = "mlp"):
+    """(loss_of(x, y), optimizer, loader) of one of the benchmark loops."""
     torch.manual_seed(0)
     if model_kind == "transformer":
         seq = 64
@@ -72,7 +73,11 @@ def make_loop(width: int, batch: int, model_kind: str = "mlp"):
         def loss_of(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             return torch.nn.functional.cross_entropy(model(x), y)
 
-    loader = torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
+    return loss_of, opt, torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
+
+
+def make_loop(width: int, batch: int, model_kind: str = "mlp"):
+    loss_of, opt, loader = make_training(width, batch, model_kind)
 
     def run(steps: int, on_step=None) -> "tuple[float, float]":
         done = 0

@@ -26,32 +26,14 @@ import torch
 import gpuutil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_torch_overhead import TinyLM  # noqa: E402
+from bench_torch_overhead import make_training  # noqa: E402
 
 PHASES = ("fetch", "forward", "backward", "optimizer")
 
 
 def build(model_kind: str):
-    torch.manual_seed(0)
-    if model_kind == "transformer":
-        model, batch, seq = TinyLM(), 8, 64
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        data = torch.utils.data.TensorDataset(torch.randint(0, 512, (batch * 8, seq)),
-                                              torch.randint(0, 512, (batch * 8, seq)))
-
-        def loss_of(x, y):
-            return torch.nn.functional.cross_entropy(model(x), y.flatten())
-    else:
-        width, batch = 1024, 256
-        model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                                    torch.nn.ReLU(), torch.nn.Linear(width, 10))
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        data = torch.utils.data.TensorDataset(torch.randn(batch * 8, width), torch.randint(0, 10, (batch * 8,)))
-
-        def loss_of(x, y):
-            return torch.nn.functional.cross_entropy(model(x), y)
-
-    loader = torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
+    batch = 8 if model_kind == "transformer" else 256
+    loss_of, opt, loader = make_training(1024, batch, model_kind)
     pc = time.perf_counter
 
     def run(steps: int) -> "dict[str, float]":
