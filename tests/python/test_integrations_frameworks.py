@@ -77,7 +77,8 @@ def test_huggingface_trainer_produces_one_report_per_optimizer_step(tmp_path):
         dataloader_num_workers=0,
     )
     seen = []
-    cb = GpuutilTrainerCallback(sinks=[seen.append])
+    # Other profile() options pass through: FLOPs measured on one step.
+    cb = GpuutilTrainerCallback(sinks=[seen.append], flops_per_step="measure", report_interval_ms=0)
     trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=data, callbacks=[cb])
     trainer.train()
     reports = list(cb.prof.reports)
@@ -90,3 +91,4 @@ def test_huggingface_trainer_produces_one_report_per_optimizer_step(tmp_path):
         assert main["breakdown_ns"]["optimizer"] > 0
         assert main["breakdown_ns"]["backward"] > 0
     assert cb.prof.summary()["steps_source"] == "optimizer_step"
+    assert reports[-1]["flops_source"] == "measured"

@@ -13,7 +13,7 @@ the Profile.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from transformers import TrainerCallback
 
@@ -27,10 +27,15 @@ class GpuutilTrainerCallback(TrainerCallback):
         self,
         output: Optional[str] = None,
         *,
-        flops_per_step: Optional[float] = None,
+        flops_per_step: Union[float, str, None] = None,
         dtype: str = "bf16",
         sinks: Sequence[Callable[[Dict[str, Any]], None]] = (),
+        **profile_options: Any,
     ) -> None:
+        """``profile_options`` go to :func:`gpuutil.profile` as they are
+        (``hardware_flops_per_step``, ``peak_tflops``, ``report_interval_ms``,
+        ``keep_reports``); ``flops_per_step`` may be ``"measure"``."""
+        self.profile_options = profile_options
         self.output = output
         self.flops_per_step = flops_per_step
         self.dtype = dtype
@@ -43,7 +48,11 @@ class GpuutilTrainerCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.prof = gpuutil.profile(
-            self.output, flops_per_step=self.flops_per_step, dtype=self.dtype, on_step=self._on_step
+            self.output,
+            flops_per_step=self.flops_per_step,
+            dtype=self.dtype,
+            on_step=self._on_step,
+            **self.profile_options,
         ).start()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

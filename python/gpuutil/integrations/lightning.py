@@ -14,7 +14,7 @@ extra ``sinks``. ``callback.prof`` is the Profile (its ``reports`` and
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import lightning.pytorch as pl
 
@@ -29,12 +29,17 @@ class GpuutilCallback(pl.Callback):
         self,
         output: Optional[str] = None,
         *,
-        flops_per_step: Optional[float] = None,
+        flops_per_step: Union[float, str, None] = None,
         dtype: str = "bf16",
         sinks: Sequence[Callable[[Dict[str, Any]], None]] = (),
         log_to_loggers: bool = True,
+        **profile_options: Any,
     ) -> None:
+        """``profile_options`` go to :func:`gpuutil.profile` as they are
+        (``hardware_flops_per_step``, ``peak_tflops``, ``report_interval_ms``,
+        ``keep_reports``); ``flops_per_step`` may be ``"measure"``."""
         super().__init__()
+        self.profile_options = profile_options
         self.output = output
         self.flops_per_step = flops_per_step
         self.dtype = dtype
@@ -55,7 +60,11 @@ class GpuutilCallback(pl.Callback):
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._trainer = trainer
         self.prof = gpuutil.profile(
-            self.output, flops_per_step=self.flops_per_step, dtype=self.dtype, on_step=self._on_step
+            self.output,
+            flops_per_step=self.flops_per_step,
+            dtype=self.dtype,
+            on_step=self._on_step,
+            **self.profile_options,
         ).start()
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
