@@ -23,7 +23,7 @@ void bind_live(py::module_& m) {
   py::class_<gpuutil::LiveCollector>(m, "LiveCollector")
       .def(py::init([](gpuutil::Session& session, size_t buffer_count, size_t buffer_bytes,
                        std::vector<std::string> library_dirs, bool driver_api, bool gpu, bool nvtx,
-                       std::string nvtx_library) {
+                       std::string nvtx_library, int64_t completion_wait_ms) {
              gpuutil::LiveOptions o;
              o.gpu = gpu;
              o.nvtx = nvtx;
@@ -32,19 +32,23 @@ void bind_live(py::module_& m) {
              o.cupti_buffer_bytes = buffer_bytes;
              o.cupti_library_dirs = std::move(library_dirs);
              o.cupti_driver_api = driver_api;
+             o.cupti_completion_wait_ms = completion_wait_ms;
              return std::make_unique<gpuutil::LiveCollector>(session, std::move(o));
            }),
            py::arg("session"), py::arg("buffer_count") = 16, py::arg("buffer_bytes") = size_t(2) << 20,
-           py::arg("library_dirs") = std::vector<std::string>{}, py::arg("driver_api") = false,
-           py::arg("gpu") = true, py::arg("nvtx") = false, py::arg("nvtx_library") = "", py::keep_alive<1, 2>())
+           py::arg("library_dirs") = std::vector<std::string>{}, py::arg("driver_api") = true,
+           py::arg("gpu") = true, py::arg("nvtx") = false, py::arg("nvtx_library") = "",
+           py::arg("completion_wait_ms") = 2000, py::keep_alive<1, 2>())
       .def(
           "start",
-          [](gpuutil::LiveCollector& c) {
+          [](gpuutil::LiveCollector& c, const std::string& suspended_why) {
             py::gil_scoped_release release;
-            return c.start();
+            return c.start(suspended_why);
           },
+          py::arg("suspended_why") = "",
           "Starts collection. Returns '' when GPU (CUPTI) activity is collected, else why not (one line);\n"
-          "NVTX collection (nvtx=True) starts too, with its own reason in nvtx_off.")
+          "NVTX collection (nvtx=True) starts too, with its own reason in nvtx_off. A non-empty\n"
+          "suspended_why starts GPU collection suspended (another CUPTI client owns CUPTI; see resume).")
       .def_property_readonly("nvtx_off", &gpuutil::LiveCollector::nvtx_off)
       .def(
           "step_boundary",
@@ -52,14 +56,42 @@ void bind_live(py::module_& m) {
             py::gil_scoped_release release;
             return c.step_boundary(t_ns);
           },
-          py::arg("t_ns"), "A step boundary; returns the time up to which device data is complete.")
+          py::arg("t_ns"),
+          "A step boundary; returns at once the time up to which device data is complete (every launch that "
+          "began before it has its device record).")
+      .def(
+          "wait_complete",
+          [](gpuutil::LiveCollector& c, int64_t t_ns, int64_t timeout_ms) {
+            py::gil_scoped_release release;
+            return c.wait_complete(t_ns, timeout_ms);
+          },
+          py::arg("t_ns"), py::arg("timeout_ms"),
+          "Blocks until device data is complete up to t_ns or timeout_ms passed; returns the time up to which it is.")
+      .def(
+          "suspend",
+          [](gpuutil::LiveCollector& c, const std::string& why) {
+            py::gil_scoped_release release;
+            c.suspend(why);
+          },
+          py::arg("why"),
+          "Hands CUPTI to another client (torch.profiler): waits for launched work, disables, force-flushes,\n"
+          "restores CUPTI's clock; steps until resume() carry gpu_collection_suspended.")
+      .def(
+          "resume",
+          [](gpuutil::LiveCollector& c) {
+            py::gil_scoped_release release;
+            return c.resume();
+          },
+          "Takes CUPTI back after the other client stopped; '' or why not.")
+      .def_property_readonly("suspended", &gpuutil::LiveCollector::suspended)
       .def(
           "stop",
           [](gpuutil::LiveCollector& c) {
             py::gil_scoped_release release;
             c.stop();
           },
-          "Disables CUPTI activity kinds, flushes, drains and detaches.")
+          "Waits for launched work (bounded), disables CUPTI activity kinds, flushes, drains, restores CUPTI's "
+          "clock and detaches.")
       .def_property_readonly("running", &gpuutil::LiveCollector::running)
       .def_property_readonly("library_path", &gpuutil::LiveCollector::library_path)
       .def("counters", [](const gpuutil::LiveCollector& c) {
@@ -69,8 +101,13 @@ void bind_live(py::module_& m) {
         d["records_dropped"] = k.records_dropped;
         d["buffers_starved"] = k.buffers_starved;
         d["buffers_invalid"] = k.buffers_invalid;
+        d["buffers_foreign"] = k.buffers_foreign;
         d["records_decoded"] = k.records_decoded;
         d["events_stored"] = k.events_stored;
+        d["records_unfinished"] = k.records_unfinished;
+        d["completion_timeouts"] = k.completion_timeouts;
+        d["runtime_cbids"] = k.runtime_cbids;
+        d["driver_cbids"] = k.driver_cbids;
         d["nvtx_ranges"] = k.nvtx_ranges;
         return d;
       });

@@ -62,7 +62,10 @@ void bind_session(py::module_& m) {
       .def("close_step", &gpuutil::Session::close_step, py::arg("step"), py::arg("start_ns"), py::arg("end_ns"),
            "Records the closed step [start_ns, end_ns) (automatic steps).")
       .def("step_open", &gpuutil::Session::step_open)
-      .def("thread_index", &gpuutil::Session::thread_index, py::arg("pid"), py::arg("tid"), py::arg("name") = "")
+      .def("thread_index", &gpuutil::Session::thread_index, py::arg("pid"), py::arg("key"), py::arg("name") = "",
+           py::arg("os_tid") = 0,
+           "The session thread for `key`: threading.get_ident() & 0xffffffff, the id CUPTI records "
+           "((uint32_t)pthread_self()); `name` and `os_tid` (threading.get_native_id()) name it in reports.")
       .def(
           "add_range",
           [](gpuutil::Session& s, const std::string& name, int64_t start_ns, int64_t end_ns, uint32_t thread,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 from gpuutil import _core
 from gpuutil._profile import register_collector
@@ -63,28 +63,67 @@ def cupti_wheel_dirs() -> List[str]:
 
 
 class CuptiCollector:
-    """The Collector protocol (gpuutil._profile.Collector) over CUPTI."""
+    """The Collector protocol (gpuutil._profile.Collector) over CUPTI.
+
+    Step reports wait for the GPU: a step is reported once every launch
+    made before its end has its device record (``complete_until_ns``), up
+    to a bound (``completion_wait_ms``, then ``cupti_completion_timeout``).
+    With torch loaded, torch.profiler gets CUPTI while it runs
+    (gpuutil.torch._profiler_guard) and the steps in between say so.
+    """
 
     name = "cupti"
     collects_gpu = True
+    completion_wait_ms = 2000
 
     def __init__(self, prof: "Profile") -> None:
-        self._live = _core.LiveCollector(prof._session, library_dirs=cupti_wheel_dirs())
+        self._live = _core.LiveCollector(
+            prof._session, library_dirs=cupti_wheel_dirs(), completion_wait_ms=self.completion_wait_ms
+        )
         self._complete_until: Optional[int] = None
+        self._guard: Any = None
 
     def start(self, prof: "Profile") -> Optional[str]:
         if os.environ.get("GPUUTIL_CUPTI", "").lower() in ("0", "off", "false", "no"):
             return "CUPTI: disabled by GPUUTIL_CUPTI=off"
-        why = self._live.start()
-        return why or None
+        suspended_why = ""
+        with_torch = "torch" in sys.modules
+        if with_torch:
+            from gpuutil.torch import _profiler_guard
+
+            if _profiler_guard.profiler_enabled():
+                suspended_why = "torch.profiler was running when gpuutil started; GPU collection waits until it stops"
+        why = self._live.start(suspended_why)
+        if why:
+            return why
+        if with_torch:
+            self._guard = _profiler_guard.ProfilerGuard(self._live.suspend, self._live.resume)
+            self._guard.suspended_for = suspended_why or None
+            self._guard.install()
+        return None
 
     def on_step_end(self, prof: "Profile") -> None:
+        if self._guard is not None:
+            self._guard.on_step_boundary()
         self._complete_until = self._live.step_boundary(_core.now_ns())
 
     def complete_until_ns(self) -> Optional[int]:
         return self._complete_until
 
+    def wait_complete(self, t_ns: int) -> Optional[int]:
+        """Blocks until every launch before ``t_ns`` has its device record (bounded)."""
+        self._complete_until = self._live.wait_complete(t_ns, self.completion_wait_ms)
+        return self._complete_until
+
     def stop(self, prof: "Profile") -> None:
+        if self._guard is not None:
+            self._guard.uninstall()
+        if "torch" in sys.modules:
+            # CUPTI's forced flush at stop does not synchronise: finish the
+            # devices' work first so nothing arrives unfinished.
+            from gpuutil.torch import _profiler_guard
+
+            _profiler_guard.synchronize_used_devices()
         self._live.stop()
         self._complete_until = None
 

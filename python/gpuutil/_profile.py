@@ -33,6 +33,7 @@ import collections
 import json
 import math
 import os
+import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence, Union, overload
 
@@ -58,7 +59,9 @@ class Collector(Protocol):
     it cannot (the Profile reports it in every step's diagnostics).
     ``on_step_end`` runs at every step boundary. ``complete_until_ns``
     returns the session-clock time up to which the collector has delivered
-    everything (None: no constraint). An optional ``before_report(prof)``
+    everything (None: no constraint); an optional ``wait_complete(t_ns)``
+    blocks (bounded) until that reaches ``t_ns`` and returns it (used by
+    ``flush()``). An optional ``before_report(prof)``
     runs before each batch of steps is analysed: a collector whose own
     thread keeps its buffers from overflowing drains there instead of at
     every step end.
@@ -173,7 +176,7 @@ class Profile:
         # that collectors add at start (e.g. torch_hook_fallback).
         self.step_diagnostics: List["tuple[str, str]"] = []
         self._auto_start_ns = 0
-        self.thread = self._session.thread_index(os.getpid(), _thread_id(), "main")
+        self.thread = self._session.thread_index(os.getpid(), thread_key(), "main", os_tid=_native_id())
 
     # -- lifecycle -----------------------------------------------------
     def start(self) -> "Profile":
@@ -312,10 +315,19 @@ class Profile:
 
     def flush(self) -> None:
         """Analyses and reports every finished step now (to ``prof.reports``,
-        ``on_step`` and the JSON Lines file). Reading ``prof.reports`` or
-        ``prof.summary()`` does this by itself."""
+        ``on_step`` and the JSON Lines file), after waiting (bounded) for
+        the device records of the work launched in them. Reading
+        ``prof.reports`` or ``prof.summary()`` does this by itself."""
         if self._unreported:
-            self._last_report_ns = _core.now_ns()
+            now = _core.now_ns()
+            self._last_report_ns = now
+            complete = now
+            for c in self._collectors:
+                wait = getattr(c, "wait_complete", None)
+                until = wait(now) if wait is not None else c.complete_until_ns()
+                if until is not None and until < complete:
+                    complete = until
+            self._complete_ns = max(self._complete_ns, complete)
             self._collect()
 
     # -- output --------------------------------------------------------
@@ -434,9 +446,16 @@ class _StepScope:
         self._prof.end_step()
 
 
-def _thread_id() -> int:
-    import threading
+def thread_key() -> int:
+    """The calling thread's key in the session: the low 32 bits of
+    ``pthread_self()``, the thread id CUPTI puts in its API records (so ranges
+    from Python, the LibTorch hook, NVTX and the CUDA launches of one thread
+    meet on one session thread; gpuutil/thread_key.h). The OS thread id only
+    names the thread."""
+    return threading.get_ident() & 0xFFFFFFFF
 
+
+def _native_id() -> int:
     return threading.get_native_id()
 
 

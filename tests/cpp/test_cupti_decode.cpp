@@ -26,7 +26,7 @@ TEST(CuptiBufferPool, ConcurrentAcquireCompleteNeverLosesOrDuplicatesABuffer) {
   for (int t = 0; t < 3; ++t) {
     producers.emplace_back([&] {
       while (go.load()) {
-        uint8_t* b = pool.acquire();
+        uint8_t* b = pool.acquire(0);
         if (!b) {
           starved.fetch_add(1);
           std::this_thread::yield();
@@ -63,9 +63,9 @@ TEST(CuptiBufferPool, ConcurrentAcquireCompleteNeverLosesOrDuplicatesABuffer) {
   EXPECT_EQ(drained, completed.load());
   EXPECT_EQ(pool.outstanding(), 0u);
   std::set<uint8_t*> all;
-  for (size_t i = 0; i < pool.count(); ++i) all.insert(pool.acquire());
+  for (size_t i = 0; i < pool.count(); ++i) all.insert(pool.acquire(0));
   EXPECT_EQ(all.size(), 8u);            // every buffer came back exactly once
-  EXPECT_EQ(pool.acquire(), nullptr);   // and there are no extras
+  EXPECT_EQ(pool.acquire(0), nullptr);   // and there are no extras
 }
 
 TEST(CuptiBufferPool, ForeignAndMisalignedBuffersAreRejected) {
@@ -73,7 +73,7 @@ TEST(CuptiBufferPool, ForeignAndMisalignedBuffersAreRejected) {
   uint8_t local[64];
   EXPECT_FALSE(pool.complete(local, 8));
   EXPECT_FALSE(pool.complete(nullptr, 8));
-  uint8_t* b = pool.acquire();
+  uint8_t* b = pool.acquire(0);
   EXPECT_FALSE(pool.complete(b + 8, 8));
   EXPECT_TRUE(pool.complete(b, 8));
 }

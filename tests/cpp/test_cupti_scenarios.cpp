@@ -9,18 +9,18 @@
 #include "fake_cupti_client.h"
 #include "gpuutil/clock.h"
 #include "gpuutil/profiler.h"
+#include "gpuutil/thread_key.h"
 
 namespace gpuutil {
 namespace {
 
 using testing::FakeCupti;
 
-constexpr uint32_t kSimThreadTid = 0x5eed;  // the fake's simulated host thread
-
-// Feeds the scenario's host side (steps, ranges) into the session.
+// Feeds the scenario's host side (steps, ranges) into the session. The hook
+// runs on the scenario's own thread, which also makes its CUDA calls: its
+// ranges are keyed the way every live source keys them (this_thread_key()).
 struct HostFeed {
   Session* session;
-  uint32_t thread;
   static void hook(void* ctx, int type, int64_t step, const char* name, int64_t a, int64_t b) {
     auto* f = static_cast<HostFeed*>(ctx);
     if (type == 0) f->session->begin_step(step, a);
@@ -30,7 +30,7 @@ struct HostFeed {
       r.name = f->session->intern(name);
       r.start_ns = a;
       r.end_ns = b;
-      r.thread = f->thread;
+      r.thread = f->session->thread_index(getpid(), this_thread_key(), "scenario", this_os_tid());
       r.category = RangeCategory::kDataloader;
       f->session->add_range(r);
     }
@@ -52,7 +52,7 @@ TEST(CuptiScenario, PlantedDataloaderRangeIsAttributedToIdleDataloaderWithinLaun
   Session session(SessionOptions{});
   LiveCollector live(session, small_pool());
   ASSERT_EQ(live.start(), "");
-  HostFeed feed{&session, session.thread_index(getpid(), kSimThreadTid)};
+  HostFeed feed{&session};
   fake_cupti_scenario sc{};
   sc.steps = 5;
   sc.dataloader_ns = 20'000'000;

@@ -50,6 +50,7 @@ TEST(ProfilerApi, JsonLinesSinkGetsOneLinePerStepWithKernelsFromTheFake) {
       StepScope s(p, 100 + i);
       fake.launch("gemm", 7, 1000, 100);
       fake.launch("gemm", 7, 1000, 100);
+      fake.synchronize();  // the step waits for its kernels (.item(), a loss print)
     }
   }  // destructor stops and reports the rest
   std::ifstream in(path);

@@ -1,19 +1,51 @@
 /* Control API of the fake CUPTI (test-only shared library libfake_cupti.so).
  *
- * The library exports the CUPTI entry points gpuutil's collector calls
- * (cuptiGetVersion, cuptiActivityEnable, cuptiActivityRegisterCallbacks, ...)
- * with CUPTI's real signatures, and behaves as a simulated GPU: it writes
- * genuine CUPTI record structs (CUpti_ActivityKernel10, CUpti_ActivityAPI,
- * CUpti_ActivityMemcpy6, ...) into the buffers the client hands out, from its
- * own thread (scenarios) or from the calling thread (live launches), asks for
- * buffers and completes them through the registered callbacks, and injects
- * faults on request. Tests load it through GPUUTIL_CUPTI_LIBRARY, the same
- * run-time path the product uses for the real libcupti, and drive it through
- * this C API (dlsym'd by the tests).
+ * The library is a test double for libcupti that behaves the way the real
+ * library does at the points where gpuutil's collector can go wrong
+ * (docs/live-collection.md, "What the fake reproduces"):
+ *
+ *  - CUPTI's entry points with their real signatures: the activity API
+ *    (register callbacks, enable/disable kinds, per-callback-id enables of
+ *    runtime and driver APIs, flush, records, dropped counts, thread-id
+ *    type, timestamp callback), cuptiSubscribe/_v2/cuptiUnsubscribe (one
+ *    subscriber at a time), and cuptiGetCallbackName with the real callback
+ *    ids and names of the CUDA headers it was built against.
+ *  - A simulated device on CLOCK_MONOTONIC, gpuutil's session clock (times
+ *    given to the fake are on it); records carry the client's clock: the
+ *    registered timestamp callback, else CLOCK_REALTIME like CUPTI. A kernel, copy or memset
+ *    record is complete only once the device has finished it (its end time
+ *    has passed). A default flush (flag 0) closes every non-empty buffer and
+ *    delivers only buffers whose records are all complete; the rest wait for
+ *    a later flush or the fake's worker thread. A forced flush delivers
+ *    everything, unfinished records with zero end (and start) timestamps.
+ *  - Where device records go: FAKE_CUPTI_DEVICE_RECORDS_IN_THREAD_BUFFER
+ *    (default, CUDA 13's per-thread buffers): reserved at launch in the
+ *    launching thread's buffer, right after its API record;
+ *    FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER (per-device buffers): written
+ *    at completion, in completion order, into the device's buffer.
+ *  - API records carry the calling thread's id as CUPTI does:
+ *    (uint32_t)pthread_self() (CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT) or the
+ *    OS tid (TYPE_SYSTEM). No control call lets a test choose it.
+ *  - Buffer callbacks are never called with the fake's lock held: buffers
+ *    are requested on the thread that needs one, and delivered on the fake's
+ *    worker thread or on the thread that flushes. A completed buffer goes to
+ *    whichever client is registered at delivery time.
+ *  - A second client (like Kineto under torch.profiler): re-registers the
+ *    buffer callbacks, enables its kinds, and at its stop disables them and
+ *    force-flushes; it rejects buffers it did not allocate, as Kineto does.
+ *  - CUDA graphs: one API record, many device records with its correlation
+ *    id; with `graph_correlation_bug` and version 13.0, graph records carry
+ *    a stale correlation id in every activity session after the first.
+ *  - A small CUDA driver API surface (cuInit, cuModuleLoadData,
+ *    cuLaunchKernel, copies, syncs, ...) with libcuda's exported names, so a
+ *    program written against libcuda can run on the simulated device.
  *
  * Buffer layout is the fake's own (a real client only walks buffers with
  * cuptiActivityGetNextRecord): each record is an 8-byte header {size, magic}
  * followed by the record struct, padded to 8 bytes.
+ *
+ * Tests load the library through GPUUTIL_CUPTI_LIBRARY, the product's run-time
+ * loading path for the real libcupti, and drive it through this C API.
  */
 #ifndef GPUUTIL_FAKE_CUPTI_H
 #define GPUUTIL_FAKE_CUPTI_H
@@ -24,38 +56,138 @@
 extern "C" {
 #endif
 
+#define FAKE_CUPTI_DEVICE_RECORDS_IN_THREAD_BUFFER 0
+#define FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER 1
+
 typedef struct fake_cupti_config {
-  uint32_t version;      /* cuptiGetVersion; 0 = the compiled CUPTI_API_VERSION */
-  int enable_error;      /* CUptiResult for cuptiActivityEnable; 0 = CUPTI_SUCCESS */
-  int enable_error_kind; /* fail only this kind (0 = any kind) */
-  int emit_threads;      /* per-thread buffers in use at once (CUDA 13 style); 0 = 1 */
+  uint32_t version;         /* cuptiGetVersion; 0 = the compiled CUPTI_API_VERSION; 19..28 = CUPTI 12.x numbering */
+  int enable_error;         /* CUptiResult for cuptiActivityEnable; 0 = CUPTI_SUCCESS */
+  int enable_error_kind;    /* fail only this kind (0 = any kind) */
+  int timestamp_error;      /* CUptiResult for cuptiActivityRegisterTimestampCallback (999: no driver) */
+  int subscribe_error;      /* CUptiResult for cuptiSubscribe(_v2) even when nobody else subscribed (Nsight) */
+  int device_records;       /* FAKE_CUPTI_DEVICE_RECORDS_IN_THREAD_BUFFER or _IN_DEVICE_BUFFER */
+  int graph_correlation_bug;  /* emulate CUPTI 13.0's graph correlation ids (needs a 13.0 version) */
+  int64_t driver_kernel_ns; /* duration of a kernel launched through the fake driver API; 0 = 10 us */
+  int emit_threads;         /* streaming scenario: real threads emitting at once; 0 = 1 */
   /* faults: how many to inject (each once, at the next opportunity) */
-  int null_buffers;      /* complete a NULL buffer */
-  int overlong_buffers;  /* complete with validSize > size */
-  int truncated_buffers; /* complete with the last record cut in half */
-  int zero_timestamps;   /* kernel records with start = 0 */
-  int unknown_kinds;     /* records of a kind no client decodes */
-  int out_of_order;      /* complete held buffers newest first */
+  int null_buffers;         /* complete a NULL buffer */
+  int overlong_buffers;     /* complete with validSize > size */
+  int truncated_buffers;    /* complete with the last record cut in half */
+  int zero_timestamps;      /* kernel records with start = 0 */
+  int unknown_kinds;        /* records of a kind no client decodes */
+  int out_of_order;         /* deliver a batch of buffers newest first */
   uint64_t dropped_records; /* reported by cuptiActivityGetNumDroppedRecords */
 } fake_cupti_config;
 
 typedef struct fake_cupti_stats {
-  uint64_t records_emitted;     /* records the simulated GPU produced while enabled */
-  uint64_t records_written;     /* records written into client buffers */
+  uint64_t records_emitted;        /* records the simulated GPU and APIs produced while enabled */
+  uint64_t records_written;        /* records written into client buffers */
   uint64_t records_lost_no_buffer; /* records lost because no buffer was given */
-  uint64_t dropped_reported;    /* total returned by cuptiActivityGetNumDroppedRecords */
+  uint64_t records_incomplete_forced; /* unfinished device records delivered by a forced flush (zero end) */
+  uint64_t dropped_reported;       /* total returned by cuptiActivityGetNumDroppedRecords */
   uint64_t buffers_requested;
-  uint64_t buffers_denied;      /* requests answered with no buffer */
+  uint64_t buffers_denied;         /* requests answered with no buffer */
   uint64_t buffers_completed;
+  uint64_t buffers_withheld;       /* times a default flush kept a buffer back (an incomplete record) */
   uint64_t flushes;
-  uint32_t enabled_kinds_mask;  /* bit k set = activity kind k enabled now */
-  int timestamp_callback_set;
+  uint64_t forced_flushes;
+  uint32_t enabled_kinds_mask;     /* bit k set = activity kind k enabled now (kinds >= 31 share bit 31) */
+  uint32_t runtime_cbids_enabled;  /* runtime callback ids traced now (per-id enables, or all) */
+  uint32_t driver_cbids_enabled;   /* driver callback ids traced now */
+  int timestamp_callback_set;      /* a client timestamp callback is registered (not CUPTI's default clock) */
   int callbacks_registered;
-  int buffers_held;             /* client buffers the fake holds now */
+  int subscribed;                  /* 1 while a cuptiSubscribe handle is held */
+  int thread_id_type;              /* CUpti_ActivityThreadIdType in use */
+  int buffers_held;                /* client buffers the fake holds now */
+  uint64_t pending_device_work;    /* launched device work whose record is not yet delivered */
+  uint32_t activity_sessions;      /* times CONCURRENT_KERNEL went from disabled to enabled */
 } fake_cupti_stats;
 
-/* Host-side events of a scenario, delivered in time order from the fake's
- * thread: type 0 = step begin, 1 = step end, 2 = host range [start, end). */
+/* Kinds of simulated device work. */
+#define FAKE_CUPTI_KERNEL 0
+#define FAKE_CUPTI_MEMCPY 1
+#define FAKE_CUPTI_MEMSET 2
+
+typedef struct fake_cupti_work {
+  int kind;              /* FAKE_CUPTI_KERNEL / _MEMCPY / _MEMSET */
+  const char* name;      /* kernel name (copied) */
+  uint32_t device;
+  uint32_t stream;
+  int64_t start_ns;      /* explicit device times on the session clock; */
+  int64_t end_ns;        /*   both 0 = scheduled: see duration_ns */
+  int64_t duration_ns;   /* scheduled: starts at max(API start + latency_ns, the stream's previous end) */
+  int64_t latency_ns;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t registers_per_thread;
+  uint32_t shared_memory_bytes;
+  uint64_t bytes;        /* memcpy / memset */
+  uint8_t copy_kind;     /* CUpti_ActivityMemcpyKind */
+  uint8_t src_kind;      /* CUpti_ActivityMemoryKind */
+  uint8_t dst_kind;
+  uint32_t graph_id;     /* nonzero for graph nodes */
+} fake_cupti_work;
+
+/* What a synchronizing call waits for. */
+#define FAKE_CUPTI_SYNC_NONE 0
+#define FAKE_CUPTI_SYNC_DEVICE 1 /* every stream of `sync_device` */
+#define FAKE_CUPTI_SYNC_STREAM 2 /* `sync_stream` of `sync_device` */
+
+typedef struct fake_cupti_call {
+  int domain;            /* CUPTI_CB_DOMAIN_RUNTIME_API or CUPTI_CB_DOMAIN_DRIVER_API */
+  uint32_t cbid;         /* the real callback id (fake_cupti_cbid() looks one up by name) */
+  int64_t start_ns;      /* explicit host times on the session clock; both 0 = now .. now + api_ns */
+  int64_t end_ns;
+  int64_t api_ns;
+  int captured;          /* made during stream capture: the work is recorded into a graph, nothing runs */
+  int sync;              /* FAKE_CUPTI_SYNC_*: the call blocks (in real time) until that work is done */
+  uint32_t sync_device;
+  uint32_t sync_stream;
+  const fake_cupti_work* work;
+  int n_work;
+} fake_cupti_call;
+
+/* NULL = defaults; clears stats (activity sessions counted from 0 again) and held buffers */
+void fake_cupti_reset(const fake_cupti_config* config);
+fake_cupti_stats fake_cupti_get_stats(void);
+
+/* One runtime or driver API call from the calling thread: its API record (if
+ * that callback id is traced) and its device work (if those kinds are
+ * enabled). Returns the correlation id (CUPTI numbers every call). */
+uint32_t fake_cupti_call_api(const fake_cupti_call* call);
+/* The callback id of a runtime ("cudaLaunchKernel", "cudaLaunchKernel_v7000")
+ * or driver ("cuLaunchKernel") API by name; sets *domain. 0 if unknown. */
+uint32_t fake_cupti_cbid(const char* name, int* domain);
+/* Device work with no API call (e.g. a kernel whose launch the trace lacks). */
+void fake_cupti_device_work(const fake_cupti_work* work, uint32_t correlation_id);
+/* Shorthand: cudaLaunchKernel from the calling thread, a kernel scheduled
+ * latency_ns after the call on `stream`, running duration_ns. */
+void fake_cupti_launch_kernel(const char* name, uint32_t stream, int64_t duration_ns, int64_t latency_ns);
+/* Blocks (real time) until every launched device work item has finished. */
+void fake_cupti_device_synchronize(void);
+/* Now on the clock the fake uses (the registered timestamp callback). */
+int64_t fake_cupti_now_ns(void);
+
+/* Another CUPTI client, as Kineto does it under torch.profiler. */
+typedef struct fake_cupti_client_stats {
+  uint64_t kernels;      /* kernel records it received */
+  uint64_t memcpys;
+  uint64_t api_records;
+  uint64_t buffers;      /* its own buffers delivered back to it */
+  uint64_t foreign_buffers_rejected; /* buffers it did not allocate ("unknown buffer") */
+  int64_t last_record_end_ns; /* latest kernel end it received (which clock its records are on) */
+} fake_cupti_client_stats;
+/* Registers the second client's buffer callbacks and enables kernels, copies,
+ * memsets, runtime and driver APIs (prepareTrace/startTrace). */
+void fake_cupti_second_client_start(void);
+/* Disables those kinds and force-flushes (stopTrace); returns what it got. */
+fake_cupti_client_stats fake_cupti_second_client_stop(void);
+/* Another tool holding the CUPTI subscription (NULL releases it). */
+void fake_cupti_other_subscriber(const char* name);
+
+/* A step scenario on the fake's own thread (its host calls are made from that
+ * thread). `hook` receives the scenario's host-side events on that thread:
+ * type 0 = step begin, 1 = step end, 2 = host range [start, end). */
 typedef void (*fake_cupti_host_hook)(void* ctx, int type, int64_t step, const char* name, int64_t start_ns,
                                      int64_t end_ns);
 
@@ -72,8 +204,8 @@ typedef struct fake_cupti_scenario {
   int memcpy_per_step;        /* HtoD, before the kernels */
   int64_t memcpy_ns;
   uint64_t memcpy_bytes;
-  int sync_at_step_end;       /* cudaStreamSynchronize + SYNCHRONIZATION record */
-  int pace_realtime;          /* emit records when their end time has passed */
+  int sync_at_step_end;       /* cudaStreamSynchronize of the last stream at the end of the step */
+  int pace_realtime;          /* the host thread runs in real time (sleeps to its simulated times) */
   /* streaming mode (steps == 0): kernels at a sustained rate */
   uint64_t stream_records;
   double records_per_s;
@@ -81,16 +213,9 @@ typedef struct fake_cupti_scenario {
   void* hook_ctx;
 } fake_cupti_scenario;
 
-void fake_cupti_reset(const fake_cupti_config* config); /* NULL = defaults; clears stats */
-fake_cupti_stats fake_cupti_get_stats(void);
 /* Starts a scenario on the fake's thread; returns 0, or -1 if one runs. */
 int fake_cupti_run_scenario(const fake_cupti_scenario* scenario);
 void fake_cupti_wait(void); /* joins the scenario thread */
-/* A live launch from the calling thread: a cudaLaunchKernel API record and
- * a kernel record (start = now + latency_ns) written at once. */
-void fake_cupti_launch_kernel(const char* name, uint32_t stream, int64_t duration_ns, int64_t latency_ns);
-/* Now on the clock the fake uses (the registered timestamp callback). */
-int64_t fake_cupti_now_ns(void);
 
 #ifdef __cplusplus
 }

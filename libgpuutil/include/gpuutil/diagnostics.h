@@ -53,7 +53,14 @@ const char* to_string(Severity s);
   X(nvtx_records_dropped, kWarning, "a thread's NVTX ring was full; ranges were lost (the drain thread fell behind)") \
   X(torch_hook_fallback, kInfo, "the LibTorch RecordFunction hook is not loaded; PyTorch ranges come from Python-level hooks (see example: why)") \
   X(torch_ranges_dropped, kWarning, "a thread's RecordFunction ring was full between two drains; PyTorch ranges were lost") \
-  X(flops_measured_step, kInfo, "one step ran under torch FlopCounterMode to measure FLOPs per step (flops_per_step=\"measure\"); its timing is inflated (see example: which step)")
+  X(flops_measured_step, kInfo, "one step ran under torch FlopCounterMode to measure FLOPs per step (flops_per_step=\"measure\"); its timing is inflated (see example: which step)") \
+  X(cupti_records_late, kWarning, "a CUPTI record arrived after the step it falls in was reported (the completion wait bound was hit); that step undercounts it") \
+  X(cupti_completion_timeout, kWarning, "launched device work had no record within the completion wait bound; steps were reported without it (see example)") \
+  X(cupti_foreign_buffers, kWarning, "CUPTI handed gpuutil another client's activity buffer (that client replaced gpuutil's callbacks); left untouched") \
+  X(gpu_collection_suspended, kWarning, "GPU collection was suspended during this step while another CUPTI client (torch.profiler) ran (see example)") \
+  X(cupti_subscriber_other, kInfo, "another CUPTI subscriber holds the subscription; activity records are collected without it (see example)") \
+  X(cupti_thread_ids_os, kInfo, "CUPTI reports OS thread ids (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM, set by another tool); threads joined by OS tid") \
+  X(cupti_graph_correlation, kWarning, "CUDA graphs with CUPTI 13.0: graph kernels' correlation ids are wrong in every session after the first; upgrade to CUPTI 13.1 Update 1 or later (see example)")
 
 enum class Diag : uint16_t {
 #define GPUUTIL_DIAG_ENUM(name, sev, desc) name,

@@ -139,10 +139,16 @@ struct DeviceInfo {
   int64_t total_memory_bytes = 0;
 };
 
+// A host thread. Live sources key threads by gpuutil::this_thread_key()
+// (what CUPTI records, see thread_key.h) and keep the OS thread id to name
+// the thread; trace files carry the tracer's thread id in `tid`.
 struct HostThread {
   int64_t pid = 0;
-  int64_t tid = 0;
+  int64_t tid = 0;     // the key events use to find their thread
   std::string name;
+  int64_t os_tid = 0;  // the OS thread id when known and different from tid (live), else 0
+
+  int64_t display_tid() const { return os_tid != 0 ? os_tid : tid; }
 };
 
 // Everything one source (one rank's trace, or one live session) produced.

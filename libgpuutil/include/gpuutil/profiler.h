@@ -43,7 +43,8 @@ struct LiveOptions {
   size_t cupti_buffer_count = 16;                  // preallocated activity buffers
   size_t cupti_buffer_bytes = size_t(2) << 20;     // bytes per buffer
   std::vector<std::string> cupti_library_dirs;     // extra dirs to search (the CUPTI wheel)
-  bool cupti_driver_api = false;                   // also record driver API calls
+  bool cupti_driver_api = true;                    // driver API launches/copies/syncs (Triton, NCCL, cuBLASLt)
+  int64_t cupti_completion_wait_ms = 2000;         // longest wait for launched work's device records
   bool nvtx = true;                                // NVTX host ranges (libgpuutil_nvtx.so)
   std::string nvtx_library;                        // "" = $NVTX_INJECTION64_PATH
 };
@@ -53,8 +54,13 @@ struct LiveCounters {
   uint64_t records_dropped = 0;  // reported by CUPTI
   uint64_t buffers_starved = 0;  // buffer requests the pool could not serve
   uint64_t buffers_invalid = 0;
+  uint64_t buffers_foreign = 0;  // another CUPTI client's buffers handed to gpuutil (left untouched)
   uint64_t records_decoded = 0;  // filled in once stopped (0 while running)
   uint64_t events_stored = 0;    // filled in once stopped (0 while running)
+  uint64_t records_unfinished = 0;   // device records the device had not finished when flushed (after stop)
+  uint64_t completion_timeouts = 0;  // launches given up waiting for (after stop)
+  uint64_t runtime_cbids = 0;    // runtime API callback ids traced (0: the whole RUNTIME kind)
+  uint64_t driver_cbids = 0;     // driver API callback ids traced
   uint64_t nvtx_ranges = 0;      // NVTX ranges stored
 };
 
@@ -67,18 +73,32 @@ class LiveCollector {
   LiveCollector& operator=(const LiveCollector&) = delete;
 
   // "" when GPU activity is collected, else why not (one line, with the fix).
-  // NVTX collection starts too; its own reason is nvtx_off().
-  std::string start();
+  // NVTX collection starts too; its own reason is nvtx_off(). A non-empty
+  // `suspended_why` starts GPU collection suspended (torch.profiler owns
+  // CUPTI now; resume() takes it over later).
+  std::string start(const std::string& suspended_why = "");
   // "" when NVTX ranges are collected, else why not (every later report of
   // the session then carries the nvtx_collection_off diagnostic).
   std::string nvtx_off() const;
   bool running() const;
   // A step boundary at t_ns (control thread): drains NVTX rings, asks the
-  // CUPTI drain thread to flush. Returns the session time up to which device
-  // data is complete (the previous boundary; t_ns when CUPTI is off).
+  // CUPTI drain thread to flush until device data is complete up to t_ns.
+  // Returns at once the session time up to which device data is complete
+  // now (t_ns when CUPTI is off or suspended): every launch that began
+  // before it has its device record.
   int64_t step_boundary(int64_t t_ns);
-  // Flushes and drains everything recorded so far (blocking; not per step).
+  // Blocks until device data is complete up to t_ns or timeout_ms passed;
+  // returns the time up to which it is complete.
+  int64_t wait_complete(int64_t t_ns, int64_t timeout_ms);
+  // Drains NVTX and waits until everything launched so far was delivered
+  // (bounded by cupti_completion_wait_ms; blocking, not per step).
   void flush();
+  // Hands CUPTI to another client (torch.profiler) and takes it back; see
+  // cupti::CuptiCollector::suspend. Steps in between carry
+  // gpu_collection_suspended with `why`. resume() returns "" or why not.
+  void suspend(const std::string& why);
+  std::string resume();
+  bool suspended() const;
   void stop();  // releases CUPTI (disable, flush, detach); idempotent
   LiveCounters counters() const;
   std::string library_path() const;  // the libcupti that was loaded, "" if none
@@ -110,6 +130,10 @@ class Profiler {
 
   void begin_step(int64_t step);
   void end_step();
+  // The same at explicit session-clock times (a caller with its own
+  // timestamps, the trace replay).
+  void begin_step(int64_t step, int64_t t_ns);
+  void end_step(int64_t t_ns);
 
   // Reports produced since the last call (oldest first, at most keep_reports).
   std::vector<StepOutput> take_reports();

@@ -26,6 +26,16 @@ struct ApiClass {
 // CUDA runtime/driver and HIP names.
 ApiClass classify_api(std::string_view name);
 
+// What a CUDA runtime/driver (or HIP) call means for live collection.
+enum class CaptureMark : uint8_t { kNone, kBegin, kEnd };
+struct ApiRole {
+  bool traced = false;          // worth an API record: launch, copy, memset, sync, capture, event record/wait
+  bool expects_record = false;  // enqueues device work that produces a kernel/memcpy/memset record
+  bool graph_launch = false;    // one call, many device records with its correlation id
+  CaptureMark capture = CaptureMark::kNone;  // stream capture begins / ends on the calling thread
+};
+ApiRole api_role(std::string_view name);
+
 // True for collective-communication kernels (NCCL, RCCL, ...).
 bool is_communication_kernel(std::string_view name);
 

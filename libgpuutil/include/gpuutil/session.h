@@ -20,6 +20,12 @@
 // - Each report covers exactly one step; its diagnostics are the data
 //   problems counted since the previous report, so a drop is reported in
 //   the step where it happened (or the next one).
+// - Pruning keeps what an unreported step can still need: events that end
+//   after the oldest unreported step begins, plus the launch calls (and the
+//   ranges around them) of device work that is kept, however old: on a
+//   pipelined GPU a kernel runs a step or more after its launch.
+// - A device record or API call that arrives after the step it falls in was
+//   reported is counted (cupti_records_late), never silently dropped.
 #pragma once
 
 #include <cstdint>
@@ -69,8 +75,19 @@ class Session {
 
   // --- ingestion (collector drain threads; any thread) ---
   NameId intern(std::string_view name);
-  uint32_t thread_index(int64_t pid, int64_t tid, std::string_view name = {});
+  // The session thread for `key` (gpuutil::this_thread_key() of the thread,
+  // what CUPTI records). `name` and `os_tid` name it in reports; the first
+  // non-empty ones given are kept. A thread first met by OS tid
+  // (thread_index_for_os_tid) is adopted when its key arrives with that
+  // os_tid.
+  uint32_t thread_index(int64_t pid, int64_t key, std::string_view name = {}, int64_t os_tid = 0);
+  // The session thread with OS thread id `os_tid` (CUPTI switched to OS
+  // thread ids by another tool).
+  uint32_t thread_index_for_os_tid(int64_t pid, int64_t os_tid);
   void set_devices(std::vector<DeviceInfo> devices);
+  // A device activity or API call whose start lies before the end of the
+  // last reported step arrived late: it is counted (cupti_records_late) and
+  // kept if an unreported step can still use it.
   void add_activity(const DeviceActivity& a);
   void add_api_call(const HostApiCall& c);
   void add_range(const HostRange& r);
@@ -83,6 +100,12 @@ class Session {
   // off, and why): counted once in every report from the next one on. Adding
   // the same (diagnostic, example) again changes nothing.
   void add_standing_diagnostic(Diag d, std::string_view example = {});
+  // A condition over an interval of session time (e.g. GPU collection
+  // suspended while torch.profiler runs): every step report overlapping
+  // [start_ns, end_ns) carries it once. end_interval() closes the open
+  // interval of that diagnostic; until then it runs to infinity.
+  void begin_interval(Diag d, int64_t start_ns, std::string_view example);
+  void end_interval(Diag d, int64_t end_ns);
   // FLOPs per step for MFU from the next analysed step on (also steps
   // already closed but not yet reported); `source` becomes the reports'
   // flops_source ("user", "measured").
@@ -112,6 +135,7 @@ class Session {
   // Run totals for summaries.
   uint64_t steps_reported() const;
   int64_t outside_steps_ns() const;  // time between consecutive steps
+  int64_t reported_until_ns() const;  // end of the last reported step (INT64_MIN before any)
   size_t pending_events() const;     // buffered now (for memory tests)
   RunTotals run_totals() const;      // sums over every reported step
 
@@ -120,7 +144,14 @@ class Session {
   void set_step_callback(std::function<void(const StepOutput&)> cb);
 
  private:
+  struct Interval {
+    Diag diag;
+    int64_t start_ns;
+    int64_t end_ns;
+    std::string example;
+  };
   bool admit_locked();
+  bool late_locked(int64_t start_ns, int64_t end_ns);
   void begin_step_locked(int64_t step, int64_t t_ns);
   void end_step_locked(int64_t t_ns);
   void prune_locked(int64_t keep_from_ns);
@@ -133,6 +164,9 @@ class Session {
   bool open_ = false;
   StepWindow current_{};
   int64_t complete_until_ns_ = INT64_MIN;
+  int64_t reported_until_ns_ = INT64_MIN;
+  int64_t keep_from_ns_ = INT64_MIN;  // events ending at or before this were pruned
+  std::vector<Interval> intervals_;
   int64_t last_step_end_ns_ = INT64_MIN;
   int64_t outside_steps_ns_ = 0;
   uint64_t steps_reported_ = 0;

@@ -191,7 +191,7 @@ std::vector<HostThreadStepReport> HostBreakdownIndex::step(int64_t start_ns, int
     HostThreadStepReport rep;
     rep.thread = static_cast<uint32_t>(t);
     if (t < store_.threads.size()) {
-      rep.tid = store_.threads[t].tid;
+      rep.tid = store_.threads[t].display_tid();
       rep.name = store_.threads[t].name;
     }
     rep.wall_ns = end_ns - start_ns;

@@ -176,6 +176,22 @@ ApiClass classify_api(std::string_view name) {
   return kOtherApi;
 }
 
+ApiRole api_role(std::string_view name) {
+  ApiRole role;
+  const std::string_view stem = api_stem(strip_api_suffixes(name));
+  if (stem.empty()) return role;
+  const ApiClass cls = classify_api(name);
+  const bool prefetch = starts_with(stem, "MemPrefetch");  // unified-memory records, not memcpy
+  role.expects_record = !prefetch && (cls.kind == HostApiKind::kLaunch || cls.kind == HostApiKind::kAsyncCopy ||
+                                      cls.kind == HostApiKind::kBlockingCopy);
+  role.graph_launch = stem == "GraphLaunch";
+  if (contains(stem, "BeginCapture")) role.capture = CaptureMark::kBegin;
+  if (contains(stem, "EndCapture")) role.capture = CaptureMark::kEnd;
+  role.traced = cls.kind != HostApiKind::kOther || role.capture != CaptureMark::kNone || contains(stem, "WaitEvent") ||
+                stem == "EventRecord" || stem == "EventRecordWithFlags";
+  return role;
+}
+
 bool is_communication_kernel(std::string_view name) {
   return contains_ci(name, "nccl") || contains_ci(name, "rccl") || contains_ci(name, "msccl") ||
          contains_ci(name, "nvshmem") || contains(name, "c10d::");

@@ -32,7 +32,7 @@ LiveCollector::LiveCollector(Session& session, LiveOptions options)
 
 LiveCollector::~LiveCollector() { stop(); }
 
-std::string LiveCollector::start() {
+std::string LiveCollector::start(const std::string& suspended_why) {
   if (impl_->options.nvtx && !(impl_->nvtx && impl_->nvtx->running())) {
     nvtx::NvtxCollectorOptions no;
     no.library = impl_->options.nvtx_library;
@@ -50,8 +50,9 @@ std::string LiveCollector::start() {
   o.buffer_bytes = impl_->options.cupti_buffer_bytes;
   o.library_dirs = impl_->options.cupti_library_dirs;
   o.driver_api = impl_->options.cupti_driver_api;
+  o.completion_wait_ns = impl_->options.cupti_completion_wait_ms * 1'000'000;
   impl_->cupti = std::make_unique<cupti::CuptiCollector>(impl_->session, std::move(o));
-  return impl_->cupti->start();
+  return impl_->cupti->start(suspended_why);
 }
 
 bool LiveCollector::running() const { return impl_->cupti && impl_->cupti->running(); }
@@ -63,10 +64,22 @@ int64_t LiveCollector::step_boundary(int64_t t_ns) {
   return running() ? impl_->cupti->step_boundary(t_ns) : t_ns;
 }
 
+int64_t LiveCollector::wait_complete(int64_t t_ns, int64_t timeout_ms) {
+  return running() ? impl_->cupti->wait_complete(t_ns, timeout_ms * 1'000'000) : t_ns;
+}
+
 void LiveCollector::flush() {
   if (impl_->nvtx && impl_->nvtx->running()) impl_->nvtx->drain_now();
   if (running()) impl_->cupti->flush_now();
 }
+
+void LiveCollector::suspend(const std::string& why) {
+  if (running()) impl_->cupti->suspend(why);
+}
+
+std::string LiveCollector::resume() { return running() ? impl_->cupti->resume() : ""; }
+
+bool LiveCollector::suspended() const { return running() && impl_->cupti->suspended(); }
 
 void LiveCollector::stop() {
   if (!impl_) return;
@@ -83,8 +96,13 @@ LiveCounters LiveCollector::counters() const {
   out.records_dropped = c.records_dropped;
   out.buffers_starved = c.buffers_starved;
   out.buffers_invalid = c.buffers_invalid;
+  out.buffers_foreign = c.buffers_foreign;
   out.records_decoded = c.records_decoded;
   out.events_stored = c.events_stored;
+  out.records_unfinished = c.records_unfinished;
+  out.completion_timeouts = c.completion_timeouts;
+  out.runtime_cbids = c.runtime_cbids;
+  out.driver_cbids = c.driver_cbids;
   return out;
 }
 
@@ -178,23 +196,26 @@ void Profiler::stop() {
   deliver_locked(session_->finish(session_now_ns()));
 }
 
-void Profiler::begin_step(int64_t step) {
+void Profiler::begin_step(int64_t step) { begin_step(step, session_now_ns()); }
+
+void Profiler::end_step() { end_step(session_now_ns()); }
+
+void Profiler::begin_step(int64_t step, int64_t t_ns) {
   if (owner_pid_ != getpid()) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!running_) return;
   if (!off_reason_.empty()) session_->count(Diag::gpu_collection_off, 1, off_reason_);
   nvtx::push_step_range(step);  // for Nsight Systems; our collector skips the domain
-  session_->begin_step(step, session_now_ns());
+  session_->begin_step(step, t_ns);
 }
 
-void Profiler::end_step() {
+void Profiler::end_step(int64_t t_ns) {
   if (owner_pid_ != getpid()) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!running_) return;
-  const int64_t now = session_now_ns();
   nvtx::pop_step_range();
-  session_->end_step(now);
-  session_->mark_complete_until(live_->step_boundary(now));
+  session_->end_step(t_ns);
+  session_->mark_complete_until(live_->step_boundary(t_ns));
   deliver_locked(session_->collect());
 }
 

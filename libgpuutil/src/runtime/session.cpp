@@ -4,11 +4,17 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_set>
 
 #include "export/jsonl_sink.h"
 #include "gpuutil/report_json.h"
 
 namespace gpuutil {
+
+namespace {
+// Key of a thread known only by its OS tid so far (never a pthread_self() value).
+constexpr int64_t kOsTidOnly = int64_t(1) << 40;
+}  // namespace
 
 Session::Session(SessionOptions options) : options_(std::move(options)) {
   store_.rank = options_.rank;
@@ -39,13 +45,40 @@ NameId Session::intern(std::string_view name) {
   return store_.names.intern(name);
 }
 
-uint32_t Session::thread_index(int64_t pid, int64_t tid, std::string_view name) {
+uint32_t Session::thread_index(int64_t pid, int64_t key, std::string_view name, int64_t os_tid) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (uint32_t i = 0; i < store_.threads.size(); ++i) {
-    if (store_.threads[i].pid == pid && store_.threads[i].tid == tid) return i;
+  auto& threads = store_.threads;
+  auto name_it = [&](HostThread& t) {
+    if (t.name.empty() && !name.empty()) t.name = std::string(name);
+    if (t.os_tid == 0 && os_tid != 0) t.os_tid = os_tid;
+  };
+  for (uint32_t i = 0; i < threads.size(); ++i) {
+    if (threads[i].pid == pid && threads[i].tid == key) {
+      name_it(threads[i]);
+      return i;
+    }
   }
-  store_.threads.push_back({pid, tid, std::string(name)});
-  return static_cast<uint32_t>(store_.threads.size() - 1);
+  if (os_tid != 0) {
+    for (uint32_t i = 0; i < threads.size(); ++i) {
+      if (threads[i].pid == pid && threads[i].os_tid == os_tid && threads[i].tid == (kOsTidOnly | os_tid)) {
+        threads[i].tid = key;  // first met through CUPTI by OS tid: now its key is known
+        name_it(threads[i]);
+        return i;
+      }
+    }
+  }
+  threads.push_back({pid, key, std::string(name), os_tid});
+  return static_cast<uint32_t>(threads.size() - 1);
+}
+
+uint32_t Session::thread_index_for_os_tid(int64_t pid, int64_t os_tid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& threads = store_.threads;
+  for (uint32_t i = 0; i < threads.size(); ++i) {
+    if (threads[i].pid == pid && threads[i].os_tid == os_tid) return i;
+  }
+  threads.push_back({pid, kOsTidOnly | os_tid, std::string(), os_tid});
+  return static_cast<uint32_t>(threads.size() - 1);
 }
 
 void Session::set_devices(std::vector<DeviceInfo> devices) {
@@ -60,14 +93,22 @@ bool Session::admit_locked() {
   return false;
 }
 
+// A record from before the end of the last reported step came too late for
+// that step: counted. Returns false when no unreported step can use it.
+bool Session::late_locked(int64_t start_ns, int64_t end_ns) {
+  if (start_ns >= reported_until_ns_) return true;
+  since_last_report_.add(Diag::cupti_records_late);
+  return end_ns > keep_from_ns_;
+}
+
 void Session::add_activity(const DeviceActivity& a) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (admit_locked()) store_.activities.push_back(a);
+  if (late_locked(a.start_ns, a.end_ns) && admit_locked()) store_.activities.push_back(a);
 }
 
 void Session::add_api_call(const HostApiCall& c) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (admit_locked()) store_.api_calls.push_back(c);
+  if (late_locked(c.start_ns, c.end_ns) && admit_locked()) store_.api_calls.push_back(c);
 }
 
 void Session::add_range(const HostRange& r) {
@@ -96,6 +137,21 @@ void Session::add_standing_diagnostic(Diag d, std::string_view example) {
     if (diag == d && text == example) return;  // the same condition again (a collector restarted)
   }
   standing_.emplace_back(d, std::string(example));
+}
+
+void Session::begin_interval(Diag d, int64_t start_ns, std::string_view example) {
+  std::lock_guard<std::mutex> lock(mu_);
+  intervals_.push_back({d, start_ns, std::numeric_limits<int64_t>::max(), std::string(example)});
+}
+
+void Session::end_interval(Diag d, int64_t end_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = intervals_.rbegin(); it != intervals_.rend(); ++it) {
+    if (it->diag == d && it->end_ns == std::numeric_limits<int64_t>::max()) {
+      it->end_ns = std::max(end_ns, it->start_ns);
+      return;
+    }
+  }
 }
 
 void Session::set_flops_per_step(std::optional<double> flops, std::string_view source) {
@@ -153,18 +209,33 @@ void Session::mark_complete_until(int64_t t_ns) {
   complete_until_ns_ = std::max(complete_until_ns_, t_ns);
 }
 
-// Drops every event that ends at or before keep_from_ns: no unreported step
-// can overlap it.
+// Drops every event no unreported step can need: events that end at or
+// before keep_from_ns, except the launch calls of device work that is kept
+// and the ranges around them (the kernels of a pipelined GPU run a step or
+// more after their launch, and idle attribution looks up that launch).
 void Session::prune_locked(int64_t keep_from_ns) {
-  auto gone = [keep_from_ns](const auto& e) { return e.end_ns <= keep_from_ns; };
-  store_.activities.erase(std::remove_if(store_.activities.begin(), store_.activities.end(), gone),
+  keep_from_ns_ = std::max(keep_from_ns_, keep_from_ns);
+  std::unordered_set<uint64_t> launched;
+  for (const DeviceActivity& a : store_.activities) {
+    if (a.end_ns > keep_from_ns && a.correlation_id != 0) launched.insert(a.correlation_id);
+  }
+  int64_t host_from = keep_from_ns;
+  for (const HostApiCall& c : store_.api_calls) {
+    if (c.start_ns < host_from && launched.count(c.correlation_id) != 0) host_from = c.start_ns;
+  }
+  auto ends_by = [](int64_t t) { return [t](const auto& e) { return e.end_ns <= t; }; };
+  store_.activities.erase(std::remove_if(store_.activities.begin(), store_.activities.end(), ends_by(keep_from_ns)),
                           store_.activities.end());
-  store_.api_calls.erase(std::remove_if(store_.api_calls.begin(), store_.api_calls.end(), gone),
+  store_.api_calls.erase(std::remove_if(store_.api_calls.begin(), store_.api_calls.end(), ends_by(host_from)),
                          store_.api_calls.end());
-  store_.ranges.erase(std::remove_if(store_.ranges.begin(), store_.ranges.end(), gone), store_.ranges.end());
+  store_.ranges.erase(std::remove_if(store_.ranges.begin(), store_.ranges.end(), ends_by(host_from)),
+                      store_.ranges.end());
   store_.counters.erase(std::remove_if(store_.counters.begin(), store_.counters.end(),
                                        [keep_from_ns](const CounterSample& c) { return c.ts_ns <= keep_from_ns; }),
                         store_.counters.end());
+  intervals_.erase(std::remove_if(intervals_.begin(), intervals_.end(),
+                                  [this](const Interval& iv) { return iv.end_ns <= reported_until_ns_; }),
+                   intervals_.end());
 }
 
 std::vector<StepOutput> Session::collect() {
@@ -182,6 +253,10 @@ std::vector<StepOutput> Session::collect() {
       o.report.diagnostics.merge(since_last_report_);
       since_last_report_ = Diagnostics();
       for (const auto& [d, example] : standing_) o.report.diagnostics.add(d, 1, example);
+      for (const Interval& iv : intervals_) {
+        if (iv.start_ns < w.end_ns && iv.end_ns > w.start_ns) o.report.diagnostics.add(iv.diag, 1, iv.example);
+      }
+      reported_until_ns_ = std::max(reported_until_ns_, w.end_ns);
       totals_.add(o.report);
       o.report.summary.trace_span_ns = w.wall_ns();
       o.report.summary.outside_steps_ns = 0;
@@ -222,6 +297,11 @@ std::vector<StepOutput> Session::finish(int64_t t_ns) {
 uint64_t Session::steps_reported() const {
   std::lock_guard<std::mutex> lock(mu_);
   return steps_reported_;
+}
+
+int64_t Session::reported_until_ns() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reported_until_ns_;
 }
 
 int64_t Session::outside_steps_ns() const {

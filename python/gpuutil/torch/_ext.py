@@ -29,7 +29,7 @@ import torch
 
 NAME = "gpuutil_torch_hook"
 SOURCE = Path(__file__).resolve().parent / "csrc" / "record_function_hook.cpp"
-HEADERS = (SOURCE.parent / "hook_abi.h",)
+HEADERS = (SOURCE.parent / "hook_abi.h", SOURCE.parent / "hook_ring.h")
 STAMP = "sources.sha256"
 
 

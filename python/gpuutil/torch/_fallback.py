@@ -80,11 +80,13 @@ class PythonHooks:
 
     # -- helpers -------------------------------------------------------
     def _thread(self) -> int:
-        tid = threading.get_native_id()
-        idx = self._threads.get(tid)
+        key = threading.get_ident() & 0xFFFFFFFF  # gpuutil._profile.thread_key(): what CUPTI records
+        idx = self._threads.get(key)
         if idx is None:
-            idx = self._session.thread_index(self._pid, tid, threading.current_thread().name)
-            self._threads[tid] = idx
+            idx = self._session.thread_index(
+                self._pid, key, threading.current_thread().name, os_tid=threading.get_native_id()
+            )
+            self._threads[key] = idx
         return idx
 
     def _add(self, name: str, start_ns: int, end_ns: int, is_op: bool = False) -> None:

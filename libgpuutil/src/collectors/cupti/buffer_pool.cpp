@@ -70,7 +70,11 @@ BufferPool::BufferPool(size_t count, size_t buffer_bytes)
   void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return;
   base_ = static_cast<uint8_t*>(p);
-  for (size_t i = 0; i < count_; ++i) free_.push(i);
+  held_since_ns_.reset(new std::atomic<int64_t>[count_]);
+  for (size_t i = 0; i < count_; ++i) {
+    held_since_ns_[i].store(INT64_MAX, std::memory_order_relaxed);
+    free_.push(i);
+  }
 }
 
 BufferPool::~BufferPool() {
@@ -84,9 +88,10 @@ int64_t BufferPool::index_of(const uint8_t* buffer) const {
   return static_cast<int64_t>(off / buffer_bytes_);
 }
 
-uint8_t* BufferPool::acquire() {
+uint8_t* BufferPool::acquire(int64_t now_ns) {
   uint64_t i;
   if (!free_.pop(i)) return nullptr;
+  held_since_ns_[i].store(now_ns, std::memory_order_release);
   outstanding_.fetch_add(1, std::memory_order_acq_rel);
   return base_ + i * buffer_bytes_;
 }
@@ -95,6 +100,7 @@ bool BufferPool::complete(uint8_t* buffer, size_t valid_bytes) {
   const int64_t i = index_of(buffer);
   if (i < 0) return false;
   if (valid_bytes > buffer_bytes_) valid_bytes = buffer_bytes_;  // never read past the buffer
+  held_since_ns_[i].store(INT64_MAX, std::memory_order_release);
   return completed_.push((static_cast<uint64_t>(i) << 32) | static_cast<uint64_t>(valid_bytes));
 }
 
@@ -104,6 +110,15 @@ bool BufferPool::take_completed(uint8_t*& buffer, size_t& valid_bytes) {
   buffer = base_ + (v >> 32) * buffer_bytes_;
   valid_bytes = static_cast<size_t>(v & 0xffffffffu);
   return true;
+}
+
+int64_t BufferPool::oldest_held_since_ns() const {
+  int64_t oldest = INT64_MAX;
+  for (size_t i = 0; i < count_ && base_; ++i) {
+    const int64_t t = held_since_ns_[i].load(std::memory_order_acquire);
+    if (t < oldest) oldest = t;
+  }
+  return oldest;
 }
 
 void BufferPool::release(uint8_t* buffer) {

@@ -54,7 +54,8 @@ class BufferPool {
   size_t count() const { return count_; }
 
   // Hot path (CUPTI callbacks): a free buffer, or nullptr when starved.
-  uint8_t* acquire();
+  // now_ns (session clock) is remembered until the buffer comes back.
+  uint8_t* acquire(int64_t now_ns);
   // Hot path: hands a filled buffer to the drain thread. Returns false when
   // `buffer` is not one of ours (foreign, NULL, misaligned).
   bool complete(uint8_t* buffer, size_t valid_bytes);
@@ -66,6 +67,11 @@ class BufferPool {
 
   // Buffers currently outside the pool (in CUPTI or queued), for stop().
   size_t outstanding() const { return outstanding_.load(std::memory_order_acquire); }
+  // When the oldest buffer CUPTI still holds was handed out (INT64_MAX when
+  // CUPTI holds none): records newer than that may still be in it.
+  int64_t oldest_held_since_ns() const;
+  // Whether `buffer` is one of this pool's buffers.
+  bool owns(const uint8_t* buffer) const { return index_of(buffer) >= 0; }
 
  private:
   int64_t index_of(const uint8_t* buffer) const;
@@ -77,6 +83,7 @@ class BufferPool {
   IndexRing free_;
   IndexRing completed_;  // value = index << 32 | valid bytes (buffers < 4 GiB)
   std::atomic<size_t> outstanding_{0};
+  std::unique_ptr<std::atomic<int64_t>[]> held_since_ns_;  // per buffer; INT64_MAX when not with CUPTI
 };
 
 }  // namespace gpuutil::cupti

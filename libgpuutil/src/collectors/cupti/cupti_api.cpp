@@ -44,7 +44,45 @@ std::string CuptiApi::bind(void* h) {
   if (!sym(h, "cuptiActivityGetNextRecord", ActivityGetNextRecord)) return "cuptiActivityGetNextRecord";
   if (!sym(h, "cuptiActivityGetNumDroppedRecords", ActivityGetNumDroppedRecords))
     return "cuptiActivityGetNumDroppedRecords";
+  sym(h, "cuptiActivityEnableRuntimeApi", ActivityEnableRuntimeApi);
+  sym(h, "cuptiActivityEnableDriverApi", ActivityEnableDriverApi);
+  sym(h, "cuptiSubscribe_v2", Subscribe_v2);
+  sym(h, "cuptiSubscribe", Subscribe);
+  sym(h, "cuptiUnsubscribe", Unsubscribe);
+  sym(h, "cuptiGetThreadIdType", GetThreadIdType);
   return "";
+}
+
+CuptiRelease cupti_release(uint32_t v) {
+  if (v >= 10000) return {v / 10000, (v / 100) % 100, v % 100};
+  // CUPTI_API_VERSION before 13.0 (cupti_version.h): one number per release.
+  switch (v) {
+    case 19: return {12, 0, 0};
+    case 20: return {12, 2, 0};
+    case 21: return {12, 3, 0};
+    case 22: return {12, 4, 0};
+    case 23: return {12, 5, 0};
+    case 24: return {12, 6, 0};
+    case 25: return {12, 7, 0};
+    case 26: return {12, 8, 0};
+    case 27: return {12, 9, 0};
+    case 28: return {12, 9, 1};
+    case 13: return {11, 0, 0};
+    case 14: return {11, 1, 0};
+    case 15: return {11, 2, 0};
+    case 16: return {11, 5, 0};
+    case 17: return {11, 6, 0};
+    case 18: return {11, 8, 0};
+    default: return {};
+  }
+}
+
+std::string describe_cupti_version(uint32_t v) {
+  const CuptiRelease r = cupti_release(v);
+  if (r.major == 0) return "an unknown release (API version " + std::to_string(v) + ")";
+  std::string out = std::to_string(r.major) + "." + std::to_string(r.minor);
+  if (r.update != 0) out += " Update " + std::to_string(r.update);
+  return out + " (API version " + std::to_string(v) + ")";
 }
 
 std::string CuptiApi::load(const std::vector<std::string>& candidate_dirs) {

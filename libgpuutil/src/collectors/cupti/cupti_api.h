@@ -36,6 +36,13 @@ struct CuptiApi {
   CUptiResult (*ActivityFlushAll)(uint32_t) = nullptr;
   CUptiResult (*ActivityGetNextRecord)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t*) = nullptr;
+  // Optional entry points (nullptr when the library lacks them).
+  CUptiResult (*ActivityEnableRuntimeApi)(CUpti_CallbackId, uint8_t) = nullptr;
+  CUptiResult (*ActivityEnableDriverApi)(CUpti_CallbackId, uint8_t) = nullptr;
+  CUptiResult (*Subscribe_v2)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*, CUpti_SubscriberParams*) = nullptr;
+  CUptiResult (*Subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
+  CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  CUptiResult (*GetThreadIdType)(CUpti_ActivityThreadIdType*) = nullptr;
 
   void* handle = nullptr;  // dlopen handle (never dlclosed: CUPTI may still call us)
   std::string path;        // the library that was loaded
@@ -53,5 +60,17 @@ struct CuptiApi {
 
 // The ordered list of library paths load() tries (for tests and docs).
 std::vector<std::string> cupti_search_paths(const std::vector<std::string>& candidate_dirs);
+
+// CUPTI's API version as a release: 130001 -> {13, 0, 1}; the small numbers
+// of CUPTI <= 12.9 (19 -> 12.0, ..., 27 -> 12.9, 28 -> 12.9 Update 1) are
+// translated with the table in cupti_version.h. major = 0 when unknown.
+struct CuptiRelease {
+  uint32_t major = 0;
+  uint32_t minor = 0;
+  uint32_t update = 0;  // CUPTI's own patch number (13.x) / toolkit update (12.9 Update 1)
+};
+CuptiRelease cupti_release(uint32_t api_version);
+// "13.0 Update 1 (API version 130001)", "12.9 (API version 27)".
+std::string describe_cupti_version(uint32_t api_version);
 
 }  // namespace gpuutil::cupti

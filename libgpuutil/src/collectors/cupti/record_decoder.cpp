@@ -35,15 +35,26 @@ uint32_t clamp_u32(int32_t v) { return v > 0 ? static_cast<uint32_t>(v) : 0u; }
 
 }  // namespace
 
-RecordDecoder::RecordDecoder(const CuptiApi& api, Session& session, int64_t pid)
-    : api_(api), session_(session), pid_(pid) {}
+RecordDecoder::RecordDecoder(const CuptiApi& api, Session& session, int64_t pid, LaunchTracker* tracker,
+                             bool os_tid_threads)
+    : api_(api), session_(session), pid_(pid), tracker_(tracker), os_tid_threads_(os_tid_threads) {}
 
 bool RecordDecoder::times_ok(uint64_t start, uint64_t end, const char* what) {
+  if (end == 0 && std::strcmp(what, "api") != 0) {
+    // A forced flush hands over work the device had not finished.
+    ++stats_.unfinished;
+    session_.count(Diag::cupti_timestamp_invalid, 1, std::string(what) + " not finished by the device when flushed");
+    return false;
+  }
   if (start == 0 || end == 0 || end < start || start > uint64_t(INT64_MAX) || end > uint64_t(INT64_MAX)) {
     session_.count(Diag::cupti_timestamp_invalid, 1, what);
     return false;
   }
   return true;
+}
+
+void RecordDecoder::track_device(uint32_t correlation_id, uint32_t stream) {
+  if (tracker_ != nullptr) tracker_->on_device(correlation_id, stream);
 }
 
 const RecordDecoder::KernelName& RecordDecoder::kernel_name(const char* name) {
@@ -68,14 +79,14 @@ const RecordDecoder::ApiName& RecordDecoder::api_name(CUpti_CallbackDomain domai
   }
   std::string text = name ? name : (domain == CUPTI_CB_DOMAIN_DRIVER_API ? "cu" : "cuda") + std::string("Api#") +
                                        std::to_string(cbid);
-  ApiName a{session_.intern(text), classify_api(text)};
+  ApiName a{session_.intern(text), classify_api(text), api_role(text)};
   return api_names_.emplace(key, a).first->second;
 }
 
 uint32_t RecordDecoder::thread(uint32_t tid) {
   auto it = threads_.find(tid);
   if (it != threads_.end()) return it->second;
-  const uint32_t idx = session_.thread_index(pid_, tid);
+  const uint32_t idx = os_tid_threads_ ? session_.thread_index_for_os_tid(pid_, tid) : session_.thread_index(pid_, tid);
   threads_.emplace(tid, idx);
   return idx;
 }
@@ -122,6 +133,8 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       a.registers_per_thread = k->registersPerThread;
       a.shared_memory_bytes = clamp_u32(k->staticSharedMemory) + clamp_u32(k->dynamicSharedMemory);
       a.graph_id = k->graphId;
+      if (a.graph_id != 0) ++stats_.graph_records;
+      track_device(k->correlationId, k->streamId);
       store(a);
       return;
     }
@@ -133,6 +146,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       a.kind = ActivityKind::kMemcpy;
       a.direction = direction(m->copyKind);
       a.graph_id = m->graphId;
+      track_device(m->correlationId, m->streamId);
       store(a);
       return;
     }
@@ -143,6 +157,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       a.bytes = m->bytes;
       a.kind = ActivityKind::kMemset;
       a.graph_id = m->graphId;
+      track_device(m->correlationId, m->streamId);
       store(a);
       return;
     }
@@ -160,6 +175,14 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       c.thread = thread(r->threadId);
       c.kind = n.cls.kind;
       c.sync = n.cls.sync;
+      if (tracker_ != nullptr) {
+        if (n.role.expects_record) tracker_->on_enqueue(r->correlationId, c.start_ns, r->threadId, n.role.graph_launch);
+        if (n.role.capture == CaptureMark::kBegin) tracker_->on_capture_begin(r->threadId, c.start_ns);
+        if (n.role.capture == CaptureMark::kEnd) tracker_->on_capture_end(r->threadId, c.end_ns);
+        if (c.kind == HostApiKind::kSynchronize && (c.sync == SyncKind::kDevice || c.sync == SyncKind::kContext)) {
+          tracker_->on_device_sync(c.end_ns);
+        }
+      }
       session_.add_api_call(c);
       ++stats_.api_calls;
       ++stats_.stored;
@@ -167,7 +190,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       return;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:  // only while another client (Kineto) pushes ids
     case CUPTI_ACTIVITY_KIND_OVERHEAD:
       return;  // recognised; the host side is in the API records (see header)
     default:

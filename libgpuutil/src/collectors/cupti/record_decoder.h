@@ -7,8 +7,18 @@
 // (counted, no event: the synchronizing API call already carries the host
 // side of a sync). Anything else is counted as cupti_record_unknown_kind.
 // Records with zero or reversed timestamps are counted
-// (cupti_timestamp_invalid) and skipped. NCCL kernels are marked
+// (cupti_timestamp_invalid) and skipped: a forced flush delivers work the
+// device had not finished with zero timestamps. NCCL kernels are marked
 // is_communication by is_communication_kernel().
+//
+// Every API call that enqueues device work, every device record and every
+// stream-capture mark also goes to the LaunchTracker, which tells the
+// collector when the records of launched work have all arrived.
+//
+// Threads: API records carry CUPTI's thread id, (uint32_t)pthread_self() by
+// default; that is the session's thread key for every source
+// (gpuutil/thread_key.h). When another tool switched CUPTI to OS thread ids
+// (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), threads are joined by OS tid.
 //
 // Contract: one decoder per collector, used only by its drain thread. It
 // caches names by CUPTI's name pointer / callback id, so the session lock is
@@ -21,6 +31,7 @@
 #include <unordered_map>
 
 #include "collectors/cupti/cupti_api.h"
+#include "collectors/cupti/launch_tracker.h"
 #include "gpuutil/range_classify.h"
 #include "gpuutil/session.h"
 
@@ -32,11 +43,16 @@ struct DecodeStats {
   uint64_t activities = 0;
   uint64_t api_calls = 0;
   int64_t max_end_ns = 0;  // latest end time of any stored event
+  uint64_t unfinished = 0;   // device records delivered before the device finished them (zero timestamps)
+  uint64_t graph_records = 0;  // device records of CUDA graph nodes
 };
 
 class RecordDecoder {
  public:
-  RecordDecoder(const CuptiApi& api, Session& session, int64_t pid);
+  // `tracker` may be null (decode benchmarks). `os_tid_threads`: CUPTI
+  // reports OS thread ids instead of pthread_self().
+  RecordDecoder(const CuptiApi& api, Session& session, int64_t pid, LaunchTracker* tracker = nullptr,
+                bool os_tid_threads = false);
 
   // Decodes every record in buffer[0, valid_bytes).
   void decode_buffer(uint8_t* buffer, size_t valid_bytes);
@@ -55,15 +71,19 @@ class RecordDecoder {
   struct ApiName {
     NameId id;
     ApiClass cls;
+    ApiRole role;
   };
   const KernelName& kernel_name(const char* name);
   const ApiName& api_name(CUpti_CallbackDomain domain, uint32_t cbid);
   uint32_t thread(uint32_t tid);
   bool times_ok(uint64_t start, uint64_t end, const char* what);
+  void track_device(uint32_t correlation_id, uint32_t stream);
 
   const CuptiApi& api_;
   Session& session_;
   int64_t pid_;
+  LaunchTracker* tracker_;
+  bool os_tid_threads_;
   DecodeStats stats_;
   std::unordered_map<const char*, KernelName> kernel_names_;
   std::unordered_map<uint64_t, ApiName> api_names_;

@@ -133,7 +133,7 @@ uint64_t NvtxCollector::drain_locked() {
     uint64_t tail = r.tail.load(std::memory_order_relaxed);
     most = std::max(most, head - tail);
     if (tail != head && !ts.known) {
-      ts.thread = session_.thread_index(pid, static_cast<int64_t>(r.tid));
+      ts.thread = session_.thread_index(pid, static_cast<int64_t>(r.tid), {}, static_cast<int64_t>(r.os_tid));
       ts.known = true;
     }
     for (; tail != head; ++tail) {

@@ -14,6 +14,9 @@
 // - `name` is NUL-terminated, valid only during the callback, truncated to
 //   GPUUTIL_HOOK_NAME_BYTES bytes.
 // - `kind`: 0 user scope, 1 op (FUNCTION scope), 2 autograd node.
+// - `thread_key` is (uint32_t)pthread_self() of the recording thread, the id
+//   CUPTI puts in its API records; `os_tid` is its OS thread id (gettid),
+//   only for naming the thread.
 // - Times are CLOCK_MONOTONIC nanoseconds (gpuutil's session clock).
 // - `drain` returns the number of ranges dropped (full rings) since the
 //   previous drain.
@@ -21,16 +24,16 @@
 
 #include <stdint.h>
 
-#define GPUUTIL_HOOK_API_VERSION 1
-#define GPUUTIL_HOOK_API_CAPSULE "gpuutil.torch_hook_api.v1"
+#define GPUUTIL_HOOK_API_VERSION 2
+#define GPUUTIL_HOOK_API_CAPSULE "gpuutil.torch_hook_api.v2"
 #define GPUUTIL_HOOK_NAME_BYTES 104
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef void (*gpuutil_hook_range_fn)(void* ctx, const char* name, int64_t start_ns, int64_t end_ns, int64_t tid,
-                                      int kind);
+typedef void (*gpuutil_hook_range_fn)(void* ctx, const char* name, int64_t start_ns, int64_t end_ns,
+                                      int64_t thread_key, int64_t os_tid, int kind);
 
 typedef struct GpuutilHookApi {
   uint32_t version;

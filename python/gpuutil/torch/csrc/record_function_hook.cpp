@@ -11,12 +11,10 @@
 // and only when function scope is enabled.
 //
 // Hot path (the callbacks, on the application's threads): no allocation
-// after a thread's first range (its ring is allocated once then), no locks,
-// no Python. Each thread writes into its own fixed-size ring (single
-// producer); the drainer (drain(), called by gpuutil at step end with the
-// GIL held) reads the rings (single consumer). A full ring drops the range
-// and counts it. Rings are linked into a lock-free list and live until the
-// process exits, so a thread that ends never leaves a dangling ring.
+// after a thread's first range, no locks, no Python: each finished range goes
+// into the thread's ring (hook_ring.h, shared with gpuutil's trace replay),
+// keyed by the thread id CUPTI records. The drainer (drain(), called by
+// gpuutil at step end with the GIL held) reads the rings.
 //
 // The drainer is gpuutil's core, through the C interface in hook_abi.h
 // (`api()` returns it as a capsule): ranges go straight from the rings into
@@ -33,41 +31,23 @@
 #include <ctime>
 #include <memory>
 #include <string>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "hook_abi.h"
+#include "hook_ring.h"
 
 namespace {
 
-constexpr size_t kRingSize = 4096;  // ranges per thread between drains (power of two)
-constexpr size_t kNameBytes = GPUUTIL_HOOK_NAME_BYTES;  // longer names are truncated
-constexpr int kMaxDepth = 64;       // tracked nesting depth per thread
+constexpr int kMaxDepth = 64;  // tracked nesting depth per thread
 
-struct Record {
-  int64_t start_ns;
-  int64_t end_ns;
-  uint8_t kind;  // 0 user scope, 1 op (FUNCTION), 2 autograd node (BACKWARD_FUNCTION)
-  char name[kNameBytes + 7];
-};
-static_assert(sizeof(Record) == 128, "one record is two cache lines");
-
-struct Ring {
-  Record records[kRingSize];
-  std::atomic<uint64_t> head{0};  // written by the owning thread (release)
-  std::atomic<uint64_t> tail{0};  // written by the drainer (release)
-  std::atomic<uint64_t> dropped{0};
-  int64_t tid = 0;
-  Ring* next = nullptr;  // immutable once published
-};
+struct HookTag {};
+using Rings = gpuutil_hook::RingSet<HookTag>;
 
 struct ThreadState {
-  Ring* ring = nullptr;
   int depth = 0;
   int64_t start_ns[kMaxDepth];
 };
 
-std::atomic<Ring*> g_rings{nullptr};
 std::atomic<bool> g_enabled{false};
 at::CallbackHandle g_handle = 0;
 thread_local ThreadState t_state;
@@ -97,19 +77,6 @@ bool wanted(const at::RecordFunction& fn) {
   }
 }
 
-Ring* this_thread_ring() {
-  Ring* r = t_state.ring;
-  if (r != nullptr) return r;
-  r = new Ring();  // once per thread; owned by the list until process exit
-  r->tid = static_cast<int64_t>(::syscall(SYS_gettid));
-  Ring* head = g_rings.load(std::memory_order_relaxed);
-  do {
-    r->next = head;
-  } while (!g_rings.compare_exchange_weak(head, r, std::memory_order_release, std::memory_order_relaxed));
-  t_state.ring = r;
-  return r;
-}
-
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   if (!g_enabled.load(std::memory_order_relaxed) || !wanted(fn)) return nullptr;
   ThreadState& s = t_state;
@@ -124,23 +91,9 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   if (s.depth <= 0) return;  // entered before the hook was enabled
   --s.depth;
   if (s.depth >= kMaxDepth || !g_enabled.load(std::memory_order_relaxed)) return;
-  const int64_t end = now_ns();
-  Ring* ring = this_thread_ring();
-  const uint64_t head = ring->head.load(std::memory_order_relaxed);
-  if (head - ring->tail.load(std::memory_order_acquire) >= kRingSize) {
-    ring->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  Record& r = ring->records[head & (kRingSize - 1)];
-  r.start_ns = s.start_ns[s.depth];
-  r.end_ns = end;
-  r.kind = fn.scope() == at::RecordScope::FUNCTION ? 1 : fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? 2 : 0;
-  const char* name = fn.name();
-  size_t n = std::strlen(name);
-  if (n > kNameBytes) n = kNameBytes;
-  std::memcpy(r.name, name, n);
-  r.name[n] = '\0';
-  ring->head.store(head + 1, std::memory_order_release);
+  const uint8_t kind =
+      fn.scope() == at::RecordScope::FUNCTION ? 1 : fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? 2 : 0;
+  Rings::record(fn.name(), s.start_ns[s.depth], now_ns(), kind);
 }
 
 void start(bool function_scope, bool autograd_nodes) {
@@ -163,22 +116,7 @@ void stop() {
   }
 }
 
-// Hands every range recorded since the last drain to `sink`, oldest first
-// per thread; returns how many were dropped because a ring was full.
-uint64_t drain_into(gpuutil_hook_range_fn sink, void* ctx) {
-  uint64_t dropped = 0;
-  for (Ring* r = g_rings.load(std::memory_order_acquire); r != nullptr; r = r->next) {
-    const uint64_t head = r->head.load(std::memory_order_acquire);
-    uint64_t tail = r->tail.load(std::memory_order_relaxed);
-    for (; tail != head; ++tail) {
-      const Record& rec = r->records[tail & (kRingSize - 1)];
-      sink(ctx, rec.name, rec.start_ns, rec.end_ns, r->tid, rec.kind);
-    }
-    r->tail.store(tail, std::memory_order_release);
-    dropped += r->dropped.exchange(0, std::memory_order_relaxed);
-  }
-  return dropped;
-}
+uint64_t drain_into(gpuutil_hook_range_fn sink, void* ctx) { return Rings::drain_into(sink, ctx); }
 
 const GpuutilHookApi g_api = {GPUUTIL_HOOK_API_VERSION, &drain_into};
 
@@ -186,8 +124,8 @@ const GpuutilHookApi g_api = {GPUUTIL_HOOK_API_VERSION, &drain_into};
 py::tuple drain() {
   py::list out;
   const uint64_t dropped = drain_into(
-      [](void* ctx, const char* name, int64_t start_ns, int64_t end_ns, int64_t tid, int kind) {
-        static_cast<py::list*>(ctx)->append(py::make_tuple(py::str(name), start_ns, end_ns, tid, kind));
+      [](void* ctx, const char* name, int64_t start_ns, int64_t end_ns, int64_t thread_key, int64_t, int kind) {
+        static_cast<py::list*>(ctx)->append(py::make_tuple(py::str(name), start_ns, end_ns, thread_key, kind));
       },
       &out);
   return py::make_tuple(out, dropped);
@@ -205,11 +143,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("start", &start, py::arg("function_scope") = true, py::arg("autograd_nodes") = true,
         "Registers the observer (scopes are fixed until stop()).");
   m.def("stop", &stop, "Disables and removes the observer.");
-  m.def("drain", &drain, "Returns ([(name, start_ns, end_ns, tid, kind)], dropped) since the last drain.");
+  m.def("drain", &drain,
+        "Returns ([(name, start_ns, end_ns, thread_key, kind)], dropped) since the last drain; thread_key is "
+        "(uint32_t)pthread_self() of the recording thread (threading.get_ident() & 0xffffffff).");
   m.def(
       "api", [] { return py::capsule(static_cast<const void*>(&g_api), GPUUTIL_HOOK_API_CAPSULE); },
       "The C drain interface (hook_abi.h) as a capsule, for gpuutil's core.");
   m.def("now_ns", &now_ns, "The hook's clock (CLOCK_MONOTONIC ns, gpuutil's session clock).");
   m.def("torch_version", &torch_version, "The torch version this extension was compiled against.");
-  m.attr("ring_size") = kRingSize;
+  m.attr("ring_size") = Rings::kRingSize;
 }

@@ -1,0 +1,128 @@
+"""Hands CUPTI to torch.profiler while it runs, and takes it back after.
+
+CUPTI has one set of activity-buffer callbacks per process: when
+torch.profiler (Kineto) starts it registers its own, silently replacing
+gpuutil's, and buffers gpuutil had handed to CUPTI would then be completed
+to Kineto, which rejects them; when it stops it disables the same activity
+kinds gpuutil enabled. So gpuutil steps aside:
+
+* before a profiler that traces CUDA prepares its trace
+  (``torch.autograd.profiler.profile._prepare_trace``, used by
+  ``torch.profiler.profile`` and the legacy ``with profile(use_cuda=True)``),
+  gpuutil synchronises the devices, waits for its records, disables its
+  kinds, force-flushes every buffer back and restores CUPTI's clock;
+* after that profiler's ``__exit__`` (which disabled Kineto's kinds and
+  flushed its buffers) gpuutil takes CUPTI back;
+* a profiler started some other way is caught at the next step boundary
+  (``torch._C._autograd._profiler_enabled()``), later and so with a gap.
+
+Every step report overlapping the suspension carries the
+``gpu_collection_suspended`` diagnostic with the reason. The patches are
+control-path only (profiler start and stop) and are undone exactly by
+``uninstall()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional
+
+import torch
+
+
+def profiler_enabled() -> bool:
+    """Whether the autograd profiler (Kineto, torch.profiler) is on now."""
+    try:
+        return bool(torch._C._autograd._profiler_enabled())
+    except Exception:  # noqa: BLE001 - an older/newer torch without it
+        return False
+
+
+def traces_gpu(prof: Any) -> bool:
+    """Whether a torch.autograd.profiler.profile asks Kineto for CUDA activity."""
+    activities = getattr(prof, "kineto_activities", None) or ()
+    cuda = getattr(torch.profiler.ProfilerActivity, "CUDA", None)
+    return (cuda is not None and cuda in activities) or getattr(prof, "use_device", None) == "cuda"
+
+
+def synchronize_used_devices() -> None:
+    """Waits for the work of every CUDA device this process initialised."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return
+    for d in range(torch.cuda.device_count()):
+        try:
+            if torch.cuda.memory_reserved(d) > 0 or d == torch.cuda.current_device():
+                torch.cuda.synchronize(d)
+        except Exception:  # noqa: BLE001 - a device that cannot sync is not ours to fix
+            pass
+
+
+class ProfilerGuard:
+    """Calls ``suspend(why)`` before a GPU-tracing torch profiler starts and
+    ``resume()`` after it stops."""
+
+    def __init__(self, suspend: Callable[[str], None], resume: Callable[[], str]) -> None:
+        """``resume()`` returns "" or why CUPTI could not be taken back
+        (then it is retried at the next step boundary)."""
+        self._suspend = suspend
+        self._resume = resume
+        self._undo: List[Callable[[], None]] = []
+        #: Why collection is suspended by this guard now (None: it is not).
+        self.suspended_for: Optional[str] = None
+        self._cpu_only_profilers = 0  # running profilers known not to trace CUDA
+
+    def install(self) -> None:
+        cls = torch.autograd.profiler.profile
+        if not hasattr(cls, "_prepare_trace") or not hasattr(cls, "__exit__"):
+            return  # caught at step boundaries instead
+        guard = self
+        prepare = cls.__dict__["_prepare_trace"]
+        leave = cls.__dict__["__exit__"]
+
+        def _prepare_trace(prof: Any, *args: Any, **kwargs: Any) -> Any:
+            if not traces_gpu(prof):
+                guard._cpu_only_profilers += 1
+                prof._gpuutil_cpu_only = True
+            elif guard.suspended_for is None:
+                guard._enter("torch.profiler started (CUDA activity); gpuutil handed CUPTI over until it stops")
+            return prepare(prof, *args, **kwargs)
+
+        def __exit__(prof: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return leave(prof, *args, **kwargs)
+            finally:
+                if getattr(prof, "_gpuutil_cpu_only", False):
+                    prof._gpuutil_cpu_only = False
+                    guard._cpu_only_profilers = max(0, guard._cpu_only_profilers - 1)
+                elif guard.suspended_for is not None and not profiler_enabled():
+                    guard._leave()
+
+        cls._prepare_trace = _prepare_trace
+        cls.__exit__ = __exit__
+
+        def undo() -> None:
+            cls._prepare_trace = prepare
+            cls.__exit__ = leave
+
+        self._undo.append(undo)
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def on_step_boundary(self) -> None:
+        """Catches a profiler started or stopped without the patched entry points."""
+        enabled = profiler_enabled()
+        if enabled and self.suspended_for is None and self._cpu_only_profilers == 0:
+            self._enter("torch.profiler (or another Kineto client) was found running at a step boundary; "
+                        "GPU records of the steps before that may be incomplete")
+        elif not enabled and self.suspended_for is not None:
+            self._leave()
+
+    def _enter(self, why: str) -> None:
+        synchronize_used_devices()
+        self._suspend(why)
+        self.suspended_for = why
+
+    def _leave(self) -> None:
+        why = self._resume()
+        self.suspended_for = f"could not take CUPTI back: {why}" if why else None

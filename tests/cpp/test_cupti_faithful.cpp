@@ -1,0 +1,519 @@
+// The live GPU path against a fake CUPTI that behaves like the real one
+// (tests/fake_cupti): the thread id CUPTI records, device records that
+// arrive only once the device finished, withheld buffers, driver-API
+// launches, CUDA graphs and stream capture, another CUPTI client taking
+// over, CUPTI's clock and version numbering. Each test pins a behaviour a
+// real training job depends on and that the collector once got wrong.
+#include <gtest/gtest.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "collectors/torch/hook_drain.h"
+#include "fake_cupti_client.h"
+#include "gpuutil/clock.h"
+#include "gpuutil/profiler.h"
+#include "gpuutil/thread_key.h"
+#include "hook_ring.h"
+
+namespace gpuutil {
+namespace {
+
+using testing::FakeCupti;
+
+constexpr int64_t kMs = 1'000'000;
+
+LiveOptions pool() {
+  LiveOptions o;
+  o.nvtx = false;
+  o.cupti_buffer_count = 8;
+  o.cupti_buffer_bytes = 256 << 10;
+  return o;
+}
+
+int64_t idle(const DeviceStepReport& d, IdleCause c) { return d.breakdown.idle_ns[static_cast<size_t>(c)]; }
+
+void sleep_until(int64_t t_ns) {
+  for (int64_t now = session_now_ns(); now < t_ns; now = session_now_ns()) {
+    timespec ts{0, static_cast<long>(std::min<int64_t>(t_ns - now, 2 * kMs))};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+// One cudaLaunchKernel from the calling thread at explicit session times:
+// API [t, t + 5 us), kernel [start, end) on `stream`.
+uint32_t launch_at(FakeCupti& fake, const char* name, uint32_t stream, int64_t t, int64_t start, int64_t end,
+                   uint32_t cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, uint32_t graph_id = 0) {
+  fake_cupti_work w{};
+  w.kind = FAKE_CUPTI_KERNEL;
+  w.name = name;
+  w.stream = stream;
+  w.start_ns = start;
+  w.end_ns = end;
+  w.grid[0] = 132;
+  w.block[0] = 256;
+  w.graph_id = graph_id;
+  fake_cupti_call c{};
+  c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  c.cbid = cbid;
+  c.start_ns = t;
+  c.end_ns = t + 5000;
+  c.work = &w;
+  c.n_work = 1;
+  return fake.call(&c);
+}
+
+// Reports whatever is complete now.
+std::vector<StepOutput> collect(Session& s, LiveCollector& live) {
+  s.mark_complete_until(live.step_boundary(session_now_ns()));
+  return s.collect();
+}
+
+// ---- thread identity ----
+
+struct TestHookTag {};
+using TestRings = gpuutil_hook::RingSet<TestHookTag>;
+const GpuutilHookApi kTestHookApi = {GPUUTIL_HOOK_API_VERSION, &TestRings::drain_into};
+
+TEST(CuptiFaithful, DataloaderRangeFromTheTorchHookPathAndALaunchFromTheSameThreadLandOnOneSessionThread) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  torch_hook::HookDrain hook(session, &kTestHookApi);
+  const int64_t t0 = session_now_ns();
+  session.begin_step(0, t0);
+  std::thread training([&] {
+    // What the LibTorch hook records for a DataLoader wait, then the step's
+    // launch: both from this one real thread.
+    const int64_t a = session_now_ns();
+    usleep(20'000);
+    TestRings::record("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", a, session_now_ns(), 0);
+    fake.launch("gemm", 7, 2 * kMs, 5000);
+    fake.synchronize();
+  });
+  training.join();
+  session.end_step(session_now_ns());
+  hook.drain();
+  live.stop();
+  const auto out = session.finish(session_now_ns());
+  ASSERT_EQ(out.size(), 1u);
+  const DeviceStepReport& d = out[0].report.steps[0].devices.at(0);
+  EXPECT_EQ(d.breakdown.total_ns(), d.wall_ns);
+  // The gap before the kernel is the DataLoader wait of the launching thread.
+  EXPECT_GE(idle(d, IdleCause::kDataloader), 19 * kMs) << out[0].json.substr(0, 2000);
+  EXPECT_LT(idle(d, IdleCause::kHost), 2 * kMs);
+}
+
+TEST(CuptiFaithful, ThreadsAreJoinedByOsTidWhenAnotherToolSwitchedCuptiToOsThreadIds) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  auto set_type = fake.driver<CUptiResult (*)(CUpti_ActivityThreadIdType)>("cuptiSetThreadIdType");
+  set_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  const int64_t t0 = session_now_ns();
+  session.begin_step(0, t0);
+  // A host range from this thread, keyed as every host source keys it.
+  const uint32_t me = session.thread_index(getpid(), this_thread_key(), "main", this_os_tid());
+  usleep(10'000);
+  HostRange r;
+  r.name = session.intern("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+  r.start_ns = t0;
+  r.end_ns = session_now_ns();
+  r.thread = me;
+  r.category = RangeCategory::kDataloader;
+  session.add_range(r);
+  fake.launch("gemm", 7, kMs, 5000);
+  fake.synchronize();
+  session.end_step(session_now_ns());
+  live.stop();
+  set_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT);
+  const auto out = session.finish(session_now_ns());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::cupti_thread_ids_os), 1u);
+  EXPECT_GE(idle(out[0].report.steps[0].devices.at(0), IdleCause::kDataloader), 9 * kMs);
+}
+
+// ---- completeness: device records arrive once the device finished ----
+
+class PipelinedLoop : public ::testing::TestWithParam<int> {};
+
+// The host runs ahead: each 10 ms step launches its kernel 1 ms before the
+// step ends, and the kernel runs 6 ms, into the next step. Nobody syncs.
+TEST_P(PipelinedLoop, ReportsEveryKernelInTheStepsItRunsIn) {
+  FakeCupti& fake = FakeCupti::get();
+  fake_cupti_config cfg{};
+  cfg.device_records = GetParam();
+  fake.reset(&cfg);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  const int steps = 8;
+  const int64_t t0 = session_now_ns() + 2 * kMs;
+  std::vector<StepOutput> out;
+  for (int n = 0; n < steps; ++n) {
+    const int64_t h = t0 + n * 10 * kMs;
+    session.begin_step(n, h);
+    sleep_until(h + 9 * kMs);
+    launch_at(fake, "gemm", 7, h + 9 * kMs, h + 9 * kMs + 10'000, h + 15 * kMs + 10'000);
+    sleep_until(h + 10 * kMs);
+    session.end_step(h + 10 * kMs);
+    for (auto& o : collect(session, live)) out.push_back(std::move(o));
+  }
+  live.stop();
+  for (auto& o : session.finish(session_now_ns())) out.push_back(std::move(o));
+  ASSERT_EQ(out.size(), size_t(steps));
+  for (int n = 0; n < steps; ++n) {
+    const auto& r = out[size_t(n)].report;
+    ASSERT_EQ(r.steps[0].step, n);
+    const DeviceStepReport& d = r.steps[0].devices.at(0);
+    // Its own kernel's first 1 ms - 10 us, and the previous kernel's last 5 ms + 10 us.
+    EXPECT_EQ(d.breakdown.compute_ns, n == 0 ? kMs - 10'000 : 6 * kMs) << "step " << n;
+    EXPECT_EQ(d.kernels, 1u) << "step " << n << ": kernels starting in it";
+    EXPECT_EQ(r.diagnostics.count(Diag::cupti_records_late), 0u);
+    EXPECT_EQ(r.diagnostics.count(Diag::cupti_completion_timeout), 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DeviceRecordPlacement, PipelinedLoop,
+                         ::testing::Values(FAKE_CUPTI_DEVICE_RECORDS_IN_THREAD_BUFFER,
+                                           FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER),
+                         [](const ::testing::TestParamInfo<int>& p) {
+                           return p.param == 0 ? "ThreadBuffers" : "DeviceBuffers";
+                         });
+
+TEST(CuptiFaithful, LateRecordsAreCountedNeverSilentlyPruned) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveOptions o = pool();
+  o.cupti_completion_wait_ms = 30;  // a short bound, so the wait gives up
+  LiveCollector live(session, o);
+  ASSERT_EQ(live.start(), "");
+  const int64_t t0 = session_now_ns();
+  session.begin_step(0, t0);
+  launch_at(fake, "long_kernel", 7, t0 + kMs, t0 + 2 * kMs, t0 + 200 * kMs);  // runs 198 ms
+  session.end_step(t0 + 5 * kMs);
+  session.begin_step(1, t0 + 5 * kMs);
+  std::vector<StepOutput> out;
+  for (int i = 0; i < 100 && out.empty(); ++i) {
+    usleep(5'000);
+    out = collect(session, live);
+  }
+  ASSERT_EQ(out.size(), 1u) << "step 0 is reported once the wait bound passed";
+  EXPECT_LT(session_now_ns(), t0 + 200 * kMs) << "before the kernel finished";
+  EXPECT_GE(out[0].report.diagnostics.count(Diag::cupti_completion_timeout), 1u);
+  sleep_until(t0 + 210 * kMs);
+  session.end_step(session_now_ns());
+  live.flush();
+  live.stop();
+  const auto rest = session.finish(session_now_ns());
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_GE(rest[0].report.diagnostics.count(Diag::cupti_records_late), 1u)
+      << "the kernel and its launch arrived after step 0 was reported";
+  // It still counts where it can: step 1, which it overlaps.
+  EXPECT_EQ(rest[0].report.steps[0].devices.at(0).breakdown.compute_ns, 195 * kMs);
+}
+
+TEST(CuptiFaithful, StopWaitsForRunningWorkSoNothingArrivesUnfinished) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  const int64_t t0 = session_now_ns();
+  session.begin_step(0, t0);
+  fake.launch("still_running", 7, 80 * kMs, 5000);
+  session.end_step(session_now_ns() + 100 * kMs);
+  live.stop();  // before the kernel finished
+  const auto out = session.finish(session_now_ns());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].report.steps[0].devices.at(0).kernels, 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::cupti_timestamp_invalid), 0u);
+  EXPECT_EQ(live.counters().records_unfinished, 0u);
+}
+
+// ---- driver API, graphs, capture ----
+
+TEST(CuptiFaithful, DriverApiLaunchIsMatchedToItsKernel) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  auto load = fake.driver<CUresult (*)(CUmodule*, const void*)>("cuModuleLoadData");
+  auto get_function = fake.driver<CUresult (*)(CUfunction*, CUmodule, const char*)>("cuModuleGetFunction");
+  auto launch = fake.driver<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                         unsigned, CUstream, void**, void**)>("cuLaunchKernel");
+  auto sync = fake.driver<CUresult (*)()>("cuCtxSynchronize");
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  CUmodule module = nullptr;
+  CUfunction f = nullptr;
+  ASSERT_EQ(load(&module, ".version 8.0"), CUDA_SUCCESS);
+  ASSERT_EQ(get_function(&f, module, "triton_poi_fused_add_0"), CUDA_SUCCESS);
+  session.begin_step(0, session_now_ns());
+  for (int i = 0; i < 3; ++i) launch(f, 64, 1, 1, 128, 1, 1, 0, nullptr, nullptr, nullptr);
+  sync();
+  session.end_step(session_now_ns());
+  live.stop();
+  const auto out = session.finish(session_now_ns());
+  ASSERT_EQ(out.size(), 1u);
+  const auto& r = out[0].report;
+  EXPECT_EQ(r.steps[0].devices.at(0).kernels, 3u);
+  EXPECT_EQ(r.diagnostics.count(Diag::launch_unmatched), 0u) << out[0].json.substr(0, 3000);
+  EXPECT_TRUE(r.steps[0].devices.at(0).launch_latency_p50_ns.has_value());
+  EXPECT_GT(live.counters().driver_cbids, 0u);
+}
+
+TEST(CuptiFaithful, AGraphLaunchIsCompleteOnlyOnceLaterWorkOnItsStreamArrived) {
+  // Device records written at completion: the graph's first nodes arrive
+  // while its last node, inside the step, still runs.
+  FakeCupti& fake = FakeCupti::get();
+  fake_cupti_config cfg{};
+  cfg.device_records = FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER;
+  fake.reset(&cfg);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  const int64_t t0 = session_now_ns() + kMs;
+  fake_cupti_work nodes[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    nodes[i].kind = FAKE_CUPTI_KERNEL;
+    nodes[i].name = "graph_node";
+    nodes[i].stream = 7;
+    nodes[i].graph_id = 9;
+    nodes[i].start_ns = t0 + (10 * i + 1) * kMs;
+    nodes[i].end_ns = t0 + (10 * i + 10) * kMs;
+  }
+  fake_cupti_call g{};
+  g.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  g.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
+  g.start_ns = t0;
+  g.end_ns = t0 + 10'000;
+  g.work = nodes;
+  g.n_work = 3;
+  session.begin_step(0, t0);
+  sleep_until(t0);
+  fake.call(&g);
+  sleep_until(t0 + 25 * kMs);
+  session.end_step(t0 + 25 * kMs);
+  session.begin_step(1, t0 + 25 * kMs);
+  // Nodes 1 and 2 finished; node 3 runs until t0 + 30 ms.
+  std::vector<StepOutput> early;
+  for (int i = 0; i < 3; ++i) {
+    usleep(1'000);
+    for (auto& o : collect(session, live)) early.push_back(std::move(o));
+  }
+  EXPECT_TRUE(early.empty()) << "step 0 must wait for the graph's last node";
+  launch_at(fake, "after_graph", 7, t0 + 26 * kMs, t0 + 30 * kMs, t0 + 31 * kMs);
+  sleep_until(t0 + 35 * kMs);
+  std::vector<StepOutput> out;
+  for (int i = 0; i < 200 && out.empty(); ++i) {
+    usleep(2'000);
+    out = collect(session, live);
+  }
+  ASSERT_EQ(out.size(), 1u);
+  const DeviceStepReport& d = out[0].report.steps[0].devices.at(0);
+  EXPECT_EQ(d.kernels, 3u);
+  EXPECT_EQ(d.breakdown.compute_ns, 9 * kMs + 9 * kMs + 4 * kMs);  // [1,10) [11,20) [21,25)
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::cupti_completion_timeout), 0u);
+  session.end_step(session_now_ns());
+  live.stop();
+}
+
+TEST(CuptiFaithful, LaunchesDuringStreamCaptureNeverHoldReportsBack) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveOptions o = pool();
+  o.cupti_completion_wait_ms = 5000;  // a wait would show as a late report, not a timeout
+  LiveCollector live(session, o);
+  ASSERT_EQ(live.start(), "");
+  auto api = [&](uint32_t cbid, int captured, int n_work) {
+    fake_cupti_work w{};
+    w.kind = FAKE_CUPTI_KERNEL;
+    w.name = "captured";
+    w.stream = 7;
+    w.duration_ns = kMs;
+    fake_cupti_call c{};
+    c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+    c.cbid = cbid;
+    c.api_ns = 2000;
+    c.captured = captured;
+    c.work = &w;
+    c.n_work = n_work;
+    fake.call(&c);
+  };
+  const int64_t t0 = session_now_ns();
+  session.begin_step(0, t0);
+  api(CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000, 0, 0);
+  for (int i = 0; i < 4; ++i) api(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1, 1);
+  api(CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000, 0, 0);
+  usleep(2'000);
+  session.end_step(session_now_ns());
+  std::vector<StepOutput> out;
+  const int64_t asked = session_now_ns();
+  for (int i = 0; i < 200 && out.empty(); ++i) {
+    usleep(2'000);
+    out = collect(session, live);
+  }
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_LT(session_now_ns() - asked, 1000 * kMs) << "reported without waiting for kernels that never run";
+  live.stop();
+}
+
+// ---- another CUPTI client (torch.profiler / Kineto) ----
+
+TEST(CuptiFaithful, TorchProfilerStartingDuringAProfileGetsEveryKernelAndGpuutilResumesAfter) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  auto step = [&](int n, int kernels, auto&& inside) {
+    session.begin_step(n, session_now_ns());
+    inside();
+    for (int i = 0; i < kernels; ++i) fake.launch("gemm", 7, 100'000, 5000);
+    fake.synchronize();
+    session.end_step(session_now_ns());
+  };
+  step(0, 1, [] {});
+  // What gpuutil.torch's guard does before torch.profiler prepares its trace:
+  live.suspend("torch.profiler started");
+  EXPECT_EQ(fake.stats().enabled_kinds_mask, 0u);
+  fake.second_client_start();
+  step(1, 3, [] {});
+  const fake_cupti_client_stats theirs = fake.second_client_stop();
+  ASSERT_EQ(live.resume(), "");
+  step(2, 1, [] {});
+  live.stop();
+  EXPECT_EQ(theirs.kernels, 3u) << "torch.profiler's trace keeps its kernels";
+  EXPECT_EQ(theirs.foreign_buffers_rejected, 0u) << "gpuutil gave every buffer back before it started";
+  timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  const int64_t realtime_now = int64_t(rt.tv_sec) * 1'000'000'000 + rt.tv_nsec;
+  EXPECT_LT(std::abs(theirs.last_record_end_ns - realtime_now), 10'000 * kMs)
+      << "its records are on CUPTI's own clock, not gpuutil's";
+  const auto out = session.finish(session_now_ns());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].report.steps[0].devices.at(0).kernels, 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::gpu_collection_suspended), 0u);
+  EXPECT_EQ(out[1].report.diagnostics.count(Diag::gpu_collection_suspended), 1u);
+  EXPECT_EQ(out[1].report.diagnostics.example(Diag::gpu_collection_suspended), "torch.profiler started");
+  EXPECT_EQ(out[2].report.steps[0].devices.at(0).kernels, 1u) << "gpuutil collects again after it stopped";
+  EXPECT_EQ(out[2].report.diagnostics.count(Diag::gpu_collection_suspended), 0u);
+  EXPECT_EQ(live.counters().buffers_foreign, 0u);
+}
+
+TEST(CuptiFaithful, GpuutilStartingWhileTorchProfilerRunsLeavesItAloneThenTakesOver) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  fake.second_client_start();
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start("torch.profiler was running when gpuutil started"), "");
+  EXPECT_EQ(fake.stats().subscribed, 0);
+  session.begin_step(0, session_now_ns());
+  fake.launch("theirs", 7, 100'000, 5000);
+  fake.launch("theirs", 7, 100'000, 5000);
+  fake.synchronize();
+  session.end_step(session_now_ns());
+  const fake_cupti_client_stats theirs = fake.second_client_stop();
+  ASSERT_EQ(live.resume(), "");
+  session.begin_step(1, session_now_ns());
+  fake.launch("mine", 7, 100'000, 5000);
+  fake.synchronize();
+  session.end_step(session_now_ns());
+  live.stop();
+  EXPECT_EQ(theirs.kernels, 2u);
+  EXPECT_EQ(theirs.foreign_buffers_rejected, 0u);
+  const auto out = session.finish(session_now_ns());
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::gpu_collection_suspended), 1u);
+  EXPECT_TRUE(out[0].report.steps[0].devices.empty() || out[0].report.steps[0].devices[0].kernels == 0u);
+  EXPECT_EQ(out[1].report.steps[0].devices.at(0).kernels, 1u);
+}
+
+TEST(CuptiFaithful, AnotherClientsBufferHandedToGpuutilIsCountedAndLeftAlone) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  live.suspend("torch.profiler started");
+  fake.second_client_start();
+  session.begin_step(0, session_now_ns());
+  fake.launch("theirs", 7, 1000, 100);  // into a buffer the other client gave
+  fake.synchronize();
+  ASSERT_EQ(live.resume(), "");  // taken back too early: the other client still holds a buffer
+  fake.launch("mine", 7, 1000, 100);
+  fake.synchronize();
+  session.end_step(session_now_ns());
+  live.stop();  // its forced flush hands the other client's buffer to gpuutil
+  fake.second_client_stop();
+  EXPECT_EQ(live.counters().buffers_foreign, 1u);
+  const auto out = session.finish(session_now_ns());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::cupti_foreign_buffers), 1u);
+}
+
+// ---- CUPTI versions and clocks ----
+
+TEST(CuptiFaithful, LegacyCuptiVersionNumbersAreNamedAsTheirReleases) {
+  FakeCupti& fake = FakeCupti::get();
+  fake_cupti_config cfg{};
+  cfg.version = 27;  // what CUPTI 12.9 reports
+  fake.reset(&cfg);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  const std::string why = live.start();
+  EXPECT_NE(why.find("CUPTI 12.9 (API version 27)"), std::string::npos) << why;
+  EXPECT_NE(why.find("13.0 Update 1 (API version 130001)"), std::string::npos) << why;
+}
+
+TEST(CuptiFaithful, StopPutsBackCuptisOwnClock) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  const int64_t during = fake.now_ns();
+  EXPECT_LT(std::abs(during - session_now_ns()), 100 * kMs) << "records on the session clock while profiling";
+  live.stop();
+  timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  const int64_t realtime = int64_t(rt.tv_sec) * 1'000'000'000 + rt.tv_nsec;
+  EXPECT_LT(std::abs(fake.now_ns() - realtime), 100 * kMs) << "a later client's records are on CUPTI's clock";
+}
+
+TEST(CuptiFaithful, GraphsWithCupti13_0InALaterProfileAreFlagged) {
+  FakeCupti& fake = FakeCupti::get();
+  fake_cupti_config cfg{};
+  cfg.version = 130001;
+  cfg.graph_correlation_bug = 1;
+  fake.reset(&cfg);
+  for (int profile = 0; profile < 2; ++profile) {
+    Session session(SessionOptions{});
+    LiveCollector live(session, pool());
+    ASSERT_EQ(live.start(), "");
+    const int64_t t = session_now_ns();
+    session.begin_step(0, t);
+    launch_at(fake, "graph_node", 7, t, t + 10'000, t + 20'000, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 3);
+    fake.synchronize();
+    session.end_step(session_now_ns());
+    live.stop();
+    const auto out = session.finish(session_now_ns());
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].report.diagnostics.count(Diag::cupti_graph_correlation), 1u);
+    const std::string& example = out[0].report.diagnostics.example(Diag::cupti_graph_correlation);
+    if (profile == 1) {
+      EXPECT_NE(example.find("wrong correlation ids"), std::string::npos) << example;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpuutil

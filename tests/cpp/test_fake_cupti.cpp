@@ -1,0 +1,362 @@
+// The fake CUPTI itself: it must behave like libcupti at the points where a
+// collector can go wrong (docs/live-collection.md, "What the fake
+// reproduces"), or tests on it prove nothing. These tests drive it as a bare
+// CUPTI client would, through its CUPTI entry points.
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fake_cupti_client.h"
+
+namespace gpuutil {
+namespace {
+
+using testing::FakeCupti;
+
+// A minimal CUPTI client on the fake's entry points.
+struct Client {
+  static inline std::mutex mu;
+  static inline std::vector<std::vector<uint8_t>> records;  // delivered records, in order
+  static inline std::vector<uint8_t*> foreign;
+  static inline bool probe_stats = false;  // call back into the fake from inside callbacks
+
+  CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+  CUptiResult (*enable)(CUpti_ActivityKind);
+  CUptiResult (*disable)(CUpti_ActivityKind);
+  CUptiResult (*flush)(uint32_t);
+  CUptiResult (*next)(uint8_t*, size_t, CUpti_Activity**);
+  CUptiResult (*enable_runtime)(CUpti_CallbackId, uint8_t);
+  CUptiResult (*set_thread_id_type)(CUpti_ActivityThreadIdType);
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*, CUpti_SubscriberParams*);
+  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
+  CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char**);
+  CUptiResult (*version)(uint32_t*);
+
+  static void CUPTIAPI requested(uint8_t** buffer, size_t* size, size_t* max) {
+    if (probe_stats) FakeCupti::get().stats();  // deadlocks if the fake holds its lock here
+    *buffer = new uint8_t[64 << 10];
+    *size = 64 << 10;
+    *max = 0;
+  }
+  static void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid);
+
+  explicit Client(const FakeCupti& f) {
+    auto get = [&](const char* n, auto& out) { out = reinterpret_cast<std::decay_t<decltype(out)>>(dlsym(f.handle, n)); };
+    get("cuptiActivityRegisterCallbacks", register_callbacks);
+    get("cuptiActivityEnable", enable);
+    get("cuptiActivityDisable", disable);
+    get("cuptiActivityFlushAll", flush);
+    get("cuptiActivityGetNextRecord", next);
+    get("cuptiActivityEnableRuntimeApi", enable_runtime);
+    get("cuptiSetThreadIdType", set_thread_id_type);
+    get("cuptiSubscribe_v2", subscribe);
+    get("cuptiUnsubscribe", unsubscribe);
+    get("cuptiGetCallbackName", callback_name);
+    get("cuptiGetVersion", version);
+    std::lock_guard<std::mutex> lock(mu);
+    records.clear();
+    foreign.clear();
+    probe_stats = false;
+  }
+  void attach(bool api = true) {
+    register_callbacks(&requested, &completed);
+    enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    enable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    if (api) enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  }
+  void detach() {
+    for (auto k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_RUNTIME,
+                   CUPTI_ACTIVITY_KIND_DRIVER}) {
+      disable(k);
+    }
+    flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+  static std::vector<std::vector<uint8_t>> taken() {
+    std::lock_guard<std::mutex> lock(mu);
+    return records;
+  }
+  static std::vector<const CUpti_ActivityKernel10*> kernels(const std::vector<std::vector<uint8_t>>& recs) {
+    std::vector<const CUpti_ActivityKernel10*> out;
+    for (const auto& r : recs) {
+      if (reinterpret_cast<const CUpti_Activity*>(r.data())->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+        out.push_back(reinterpret_cast<const CUpti_ActivityKernel10*>(r.data()));
+      }
+    }
+    return out;
+  }
+  static std::vector<const CUpti_ActivityAPI*> apis(const std::vector<std::vector<uint8_t>>& recs) {
+    std::vector<const CUpti_ActivityAPI*> out;
+    for (const auto& r : recs) {
+      const auto k = reinterpret_cast<const CUpti_Activity*>(r.data())->kind;
+      if (k == CUPTI_ACTIVITY_KIND_RUNTIME || k == CUPTI_ACTIVITY_KIND_DRIVER) {
+        out.push_back(reinterpret_cast<const CUpti_ActivityAPI*>(r.data()));
+      }
+    }
+    return out;
+  }
+};
+
+Client* g_client = nullptr;
+
+void CUPTIAPI Client::completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  if (probe_stats) FakeCupti::get().stats();
+  if (buffer == nullptr) return;
+  CUpti_Activity* r = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  while (g_client->next(buffer, valid, &r) == CUPTI_SUCCESS) {
+    const auto* p = reinterpret_cast<const uint8_t*>(r);
+    const size_t bytes = r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ? sizeof(CUpti_ActivityKernel10)
+                         : r->kind == CUPTI_ACTIVITY_KIND_MEMCPY          ? sizeof(CUpti_ActivityMemcpy6)
+                                                                         : sizeof(CUpti_ActivityAPI);
+    records.emplace_back(p, p + bytes);
+  }
+  delete[] buffer;
+}
+
+struct FakeCuptiTest : ::testing::Test {
+  FakeCupti& fake = FakeCupti::get();
+  std::unique_ptr<Client> client;
+  void SetUp() override {
+    fake.reset(nullptr);
+    client = std::make_unique<Client>(fake);
+    g_client = client.get();
+  }
+  void TearDown() override { client->detach(); }
+};
+
+TEST_F(FakeCuptiTest, DefaultFlushWithholdsABufferHoldingAnUnfinishedKernel) {
+  client->attach();
+  fake.launch("long", 7, 40'000'000, 1000);  // runs 40 ms
+  client->flush(0);
+  EXPECT_TRUE(Client::taken().empty()) << "the buffer with the running kernel (and its API record) is withheld";
+  EXPECT_GE(fake.stats().buffers_withheld, 1u);
+  usleep(50'000);
+  client->flush(0);
+  const auto recs = Client::taken();
+  ASSERT_EQ(Client::kernels(recs).size(), 1u);
+  ASSERT_EQ(Client::apis(recs).size(), 1u);
+  EXPECT_GT(Client::kernels(recs)[0]->end, Client::kernels(recs)[0]->start);
+}
+
+TEST_F(FakeCuptiTest, ForcedFlushDeliversUnfinishedWorkWithZeroTimestamps) {
+  client->attach();
+  fake.launch("running", 7, 500'000'000, 1000);  // started, not finished
+  fake.launch("queued", 7, 1000, 1000);          // behind it on the stream: not started
+  client->flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  const auto recs = Client::taken();
+  const auto k = Client::kernels(recs);
+  ASSERT_EQ(k.size(), 2u);
+  EXPECT_NE(k[0]->start, 0u);
+  EXPECT_EQ(k[0]->end, 0u);
+  EXPECT_EQ(k[1]->start, 0u);
+  EXPECT_EQ(k[1]->end, 0u);
+  EXPECT_EQ(fake.stats().records_incomplete_forced, 2u);
+}
+
+TEST_F(FakeCuptiTest, WithoutAFlushOnlyFullCompleteBuffersAreHandedOver) {
+  client->attach();
+  fake.launch("k", 7, 1000, 1000);
+  usleep(20'000);  // the worker runs every millisecond
+  EXPECT_TRUE(Client::taken().empty()) << "a partial buffer waits for a flush";
+  for (int i = 0; i < 400; ++i) fake.launch("k", 7, 100, 100);  // > 64 KiB of records: buffers fill
+  usleep(20'000);
+  EXPECT_FALSE(Client::kernels(Client::taken()).empty()) << "full, complete buffers go out on the worker thread";
+}
+
+TEST_F(FakeCuptiTest, DeviceBufferModeDeliversDeviceRecordsInCompletionOrderAfterTheirApiRecords) {
+  fake_cupti_config cfg{};
+  cfg.device_records = FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER;
+  fake.reset(&cfg);
+  client->attach();
+  fake.launch("slow", 7, 30'000'000, 1000);
+  fake.launch("fast", 8, 1'000'000, 1000);
+  client->flush(0);
+  auto recs = Client::taken();
+  EXPECT_EQ(Client::apis(recs).size(), 2u) << "API records are complete at once";
+  EXPECT_TRUE(Client::kernels(recs).empty());
+  usleep(40'000);
+  client->flush(0);
+  recs = Client::taken();
+  const auto k = Client::kernels(recs);
+  ASSERT_EQ(k.size(), 2u);
+  EXPECT_STREQ(k[0]->name, "fast");
+  EXPECT_STREQ(k[1]->name, "slow");
+}
+
+TEST_F(FakeCuptiTest, ApiRecordsCarryTheCallingThreadsPthreadSelfOrItsOsTid) {
+  client->attach();
+  uint32_t self = 0, tid = 0;
+  std::thread t([&] {
+    self = static_cast<uint32_t>(pthread_self());
+    tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    fake.launch("k", 7, 1000, 100);
+    client->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+    fake.launch("k", 7, 1000, 100);
+    client->set_thread_id_type(CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT);
+  });
+  t.join();
+  fake.device_synchronize();
+  client->flush(0);
+  const auto recs = Client::taken();
+  const auto a = Client::apis(recs);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0]->threadId, self);
+  EXPECT_EQ(a[1]->threadId, tid);
+}
+
+TEST_F(FakeCuptiTest, PerCallbackIdEnablesTraceOnlyThoseCallsAndTheKindOverridesThem) {
+  client->attach(/*api=*/false);
+  client->enable_runtime(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1);
+  fake.launch("k", 7, 1000, 100);
+  fake.synchronize();  // cudaDeviceSynchronize: not enabled
+  client->flush(0);
+  const auto recs = Client::taken();
+  auto a = Client::apis(recs);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0]->cbid, uint32_t(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_EQ(fake.stats().runtime_cbids_enabled, 1u);
+  client->enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+  EXPECT_EQ(fake.stats().runtime_cbids_enabled, uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE) - 1);
+}
+
+TEST_F(FakeCuptiTest, CallbacksAreNeverCalledWithTheFakesLockHeld) {
+  Client::probe_stats = true;  // each callback calls back into the fake
+  client->attach();
+  for (int i = 0; i < 600; ++i) fake.launch("k", 7, 100, 100);
+  fake.device_synchronize();
+  client->flush(0);
+  EXPECT_EQ(Client::kernels(Client::taken()).size(), 600u);
+  Client::probe_stats = false;
+}
+
+TEST_F(FakeCuptiTest, ASecondClientTakesOverAndLosesRecordsWrittenIntoBuffersTheFirstHandedOut) {
+  client->attach();
+  fake.launch("mine", 7, 30'000'000, 100);  // the thread's buffer is the first client's
+  fake.second_client_start();
+  fake.launch("theirs", 7, 1000, 100);  // still written into that buffer
+  fake.device_synchronize();
+  const fake_cupti_client_stats st = fake.second_client_stop();
+  EXPECT_EQ(st.foreign_buffers_rejected, 1u) << "the first client's buffer was completed to it and rejected";
+  EXPECT_EQ(st.kernels, 0u) << "both kernels were in that buffer";
+  EXPECT_TRUE(Client::kernels(Client::taken()).empty()) << "the first client lost them too";
+  EXPECT_EQ(fake.stats().enabled_kinds_mask, 0u) << "its stop disabled the kinds the first client had enabled";
+}
+
+TEST_F(FakeCuptiTest, ASecondClientGetsEveryRecordWhenTheFirstForceFlushedBeforeIt) {
+  client->attach();
+  fake.launch("mine", 7, 1000, 100);
+  fake.device_synchronize();
+  client->detach();  // disable + forced flush: every buffer back
+  fake.second_client_start();
+  fake.launch("theirs", 7, 1000, 100);
+  fake.launch("theirs", 7, 1000, 100);
+  fake.device_synchronize();
+  const fake_cupti_client_stats st = fake.second_client_stop();
+  EXPECT_EQ(st.kernels, 2u);
+  EXPECT_EQ(st.foreign_buffers_rejected, 0u);
+  const auto recs = Client::taken();
+  EXPECT_EQ(Client::kernels(recs).size(), 1u);
+}
+
+TEST_F(FakeCuptiTest, OneSubscriberAtATime) {
+  CUpti_SubscriberHandle a = nullptr, b = nullptr;
+  char other[64] = {0};
+  CUpti_SubscriberParams p{};
+  p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  p.subscriberName = "first";
+  ASSERT_EQ(client->subscribe(&a, nullptr, nullptr, &p), CUPTI_SUCCESS);
+  p.oldSubscriberName = other;
+  p.oldSubscriberSize = sizeof(other);
+  EXPECT_EQ(client->subscribe(&b, nullptr, nullptr, &p), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  EXPECT_EQ(client->unsubscribe(a), CUPTI_SUCCESS);
+  fake.other_subscriber("Nsight Systems");
+  EXPECT_EQ(client->subscribe(&b, nullptr, nullptr, &p), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  EXPECT_STREQ(other, "CUPTI for Nsight Systems");
+  fake.other_subscriber(nullptr);
+}
+
+TEST_F(FakeCuptiTest, AGraphLaunchIsOneApiRecordAndManyKernelsWithItsCorrelationId) {
+  client->attach();
+  fake_cupti_work w[3] = {};
+  for (auto& x : w) {
+    x.kind = FAKE_CUPTI_KERNEL;
+    x.name = "graph_node";
+    x.stream = 7;
+    x.duration_ns = 1000;
+    x.graph_id = 5;
+  }
+  fake_cupti_call c{};
+  c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  c.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
+  c.api_ns = 2000;
+  c.work = w;
+  c.n_work = 3;
+  const uint32_t corr = fake.call(&c);
+  fake.device_synchronize();
+  client->flush(0);
+  const auto recs = Client::taken();
+  ASSERT_EQ(Client::apis(recs).size(), 1u);
+  const auto k = Client::kernels(recs);
+  ASSERT_EQ(k.size(), 3u);
+  for (const auto* x : k) EXPECT_EQ(x->correlationId, corr);
+}
+
+TEST_F(FakeCuptiTest, Cupti13_0GraphCorrelationIdsAreStaleInEveryActivitySessionAfterTheFirst) {
+  fake_cupti_config cfg{};
+  cfg.version = 130001;
+  cfg.graph_correlation_bug = 1;
+  fake.reset(&cfg);
+  fake_cupti_work w{};
+  w.kind = FAKE_CUPTI_KERNEL;
+  w.name = "graph_node";
+  w.stream = 7;
+  w.duration_ns = 1000;
+  w.graph_id = 5;
+  fake_cupti_call c{};
+  c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  c.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
+  c.work = &w;
+  c.n_work = 1;
+  std::vector<uint32_t> launched;
+  for (int session = 0; session < 3; ++session) {
+    client->attach();
+    launched.push_back(fake.call(&c));
+    fake.device_synchronize();
+    client->detach();
+  }
+  const auto recs = Client::taken();
+  const auto k = Client::kernels(recs);
+  ASSERT_EQ(k.size(), 3u);
+  EXPECT_EQ(k[0]->correlationId, launched[0]) << "the first session is right";
+  // Sessions counted since the library loaded: all later ones are wrong.
+  EXPECT_NE(k[2]->correlationId, launched[2]);
+}
+
+TEST_F(FakeCuptiTest, CallbackNamesAndVersionsAreTheRealOnes) {
+  const char* name = nullptr;
+  ASSERT_EQ(client->callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &name),
+            CUPTI_SUCCESS);
+  EXPECT_STREQ(name, "cudaLaunchKernel_v7000");
+  ASSERT_EQ(client->callback_name(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, &name),
+            CUPTI_SUCCESS);
+  EXPECT_STREQ(name, "cuLaunchKernelEx");
+  int domain = 0;
+  EXPECT_EQ(fake.cbid("cudaLaunchKernel", &domain), uint32_t(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_EQ(domain, CUPTI_CB_DOMAIN_RUNTIME_API);
+  EXPECT_EQ(fake.cbid("cuLaunchKernel", &domain), uint32_t(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+  EXPECT_EQ(domain, CUPTI_CB_DOMAIN_DRIVER_API);
+  fake_cupti_config cfg{};
+  cfg.version = 27;  // CUPTI 12.9
+  fake.reset(&cfg);
+  uint32_t v = 0;
+  client->version(&v);
+  EXPECT_EQ(v, 27u);
+}
+
+}  // namespace
+}  // namespace gpuutil
