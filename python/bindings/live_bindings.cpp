@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,11 +70,11 @@ void bind_live(py::module_& m) {
           "Blocks until device data is complete up to t_ns or timeout_ms passed; returns the time up to which it is.")
       .def(
           "suspend",
-          [](gpuutil::LiveCollector& c, const std::string& why) {
+          [](gpuutil::LiveCollector& c, const std::string& why, std::optional<int64_t> since_ns) {
             py::gil_scoped_release release;
-            c.suspend(why);
+            c.suspend(why, since_ns.value_or(INT64_MIN));
           },
-          py::arg("why"),
+          py::arg("why"), py::arg("since_ns") = py::none(),
           "Hands CUPTI to another client (torch.profiler): waits for launched work, disables, force-flushes,\n"
           "restores CUPTI's clock; steps until resume() carry gpu_collection_suspended.")
       .def(

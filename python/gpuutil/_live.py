@@ -82,6 +82,7 @@ class CuptiCollector:
         )
         self._complete_until: Optional[int] = None
         self._guard: Any = None
+        self._last_boundary_ns: Optional[int] = None
 
     def start(self, prof: "Profile") -> Optional[str]:
         if os.environ.get("GPUUTIL_CUPTI", "").lower() in ("0", "off", "false", "no"):
@@ -96,6 +97,7 @@ class CuptiCollector:
         why = self._live.start(suspended_why)
         if why:
             return why
+        self._last_boundary_ns = _core.now_ns()
         if with_torch:
             self._guard = _profiler_guard.ProfilerGuard(self._live.suspend, self._live.resume)
             self._guard.suspended_for = suspended_why or None
@@ -103,9 +105,11 @@ class CuptiCollector:
         return None
 
     def on_step_end(self, prof: "Profile") -> None:
+        now = _core.now_ns()
         if self._guard is not None:
-            self._guard.on_step_boundary()
-        self._complete_until = self._live.step_boundary(_core.now_ns())
+            self._guard.on_step_boundary(self._last_boundary_ns)
+        self._last_boundary_ns = now
+        self._complete_until = self._live.step_boundary(now)
 
     def complete_until_ns(self) -> Optional[int]:
         return self._complete_until

@@ -96,7 +96,7 @@ class LiveCollector {
   // Hands CUPTI to another client (torch.profiler) and takes it back; see
   // cupti::CuptiCollector::suspend. Steps in between carry
   // gpu_collection_suspended with `why`. resume() returns "" or why not.
-  void suspend(const std::string& why);
+  void suspend(const std::string& why, int64_t since_ns = INT64_MIN);
   std::string resume();
   bool suspended() const;
   void stop();  // releases CUPTI (disable, flush, detach); idempotent

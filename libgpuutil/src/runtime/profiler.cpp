@@ -73,8 +73,8 @@ void LiveCollector::flush() {
   if (running()) impl_->cupti->flush_now();
 }
 
-void LiveCollector::suspend(const std::string& why) {
-  if (running()) impl_->cupti->suspend(why);
+void LiveCollector::suspend(const std::string& why, int64_t since_ns) {
+  if (running()) impl_->cupti->suspend(why, since_ns);
 }
 
 std::string LiveCollector::resume() { return running() ? impl_->cupti->resume() : ""; }

@@ -60,9 +60,10 @@ class ProfilerGuard:
     """Calls ``suspend(why)`` before a GPU-tracing torch profiler starts and
     ``resume()`` after it stops."""
 
-    def __init__(self, suspend: Callable[[str], None], resume: Callable[[], str]) -> None:
-        """``resume()`` returns "" or why CUPTI could not be taken back
-        (then it is retried at the next step boundary)."""
+    def __init__(self, suspend: Callable[..., None], resume: Callable[[], str]) -> None:
+        """``suspend(why, since_ns=None)``; ``resume()`` returns "" or why
+        CUPTI could not be taken back (then it is retried at the next step
+        boundary)."""
         self._suspend = suspend
         self._resume = resume
         self._undo: List[Callable[[], None]] = []
@@ -109,18 +110,20 @@ class ProfilerGuard:
         while self._undo:
             self._undo.pop()()
 
-    def on_step_boundary(self) -> None:
-        """Catches a profiler started or stopped without the patched entry points."""
+    def on_step_boundary(self, step_start_ns: Optional[int] = None) -> None:
+        """Catches a profiler started or stopped without the patched entry
+        points. Found running, it may have started any time in the step that
+        began at ``step_start_ns``: that step is marked too."""
         enabled = profiler_enabled()
         if enabled and self.suspended_for is None and self._cpu_only_profilers == 0:
             self._enter("torch.profiler (or another Kineto client) was found running at a step boundary; "
-                        "GPU records of the steps before that may be incomplete")
+                        "GPU records from when it started are missing", step_start_ns)
         elif not enabled and self.suspended_for is not None:
             self._leave()
 
-    def _enter(self, why: str) -> None:
+    def _enter(self, why: str, since_ns: Optional[int] = None) -> None:
         synchronize_used_devices()
-        self._suspend(why)
+        self._suspend(why, since_ns)
         self.suspended_for = why
 
     def _leave(self) -> None:

@@ -443,14 +443,14 @@ void CuptiCollector::forced_flush_on_drain_thread() {
   flush_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return forced_done_ >= ticket; });
 }
 
-void CuptiCollector::suspend(const std::string& why) {
+void CuptiCollector::suspend(const std::string& why, int64_t since_ns) {
   if (!running_ || suspended_ || owner_pid_ != getpid()) return;
   const int64_t now = session_now_ns();
   wait_complete(now, options_.completion_wait_ns);
   detach();
   forced_flush_on_drain_thread();  // every buffer back before the other client registers its own
   unsubscribe();
-  session_.begin_interval(Diag::gpu_collection_suspended, session_now_ns(), why);
+  session_.begin_interval(Diag::gpu_collection_suspended, since_ns == INT64_MIN ? session_now_ns() : since_ns, why);
   suspended_ = true;
 }
 

@@ -125,8 +125,9 @@ class CuptiCollector {
   // waits for launched work's records (bounded), disables what gpuutil
   // enabled, force-flushes every buffer back, restores CUPTI's default clock
   // and releases the subscription. Steps overlapping the suspension carry
-  // gpu_collection_suspended with `why`.
-  void suspend(const std::string& why);
+  // gpu_collection_suspended with `why`, from since_ns when given (the
+  // other client was found running only now, but may have started earlier).
+  void suspend(const std::string& why, int64_t since_ns = INT64_MIN);
   // Takes CUPTI back after the other client stopped. "" or why not (then
   // collection stays suspended).
   std::string resume();

@@ -1,0 +1,231 @@
+"""The Python live path against the faithful fake CUPTI (tests/fake_cupti):
+the thread a PyTorch range was recorded on and the thread whose CUDA launch
+CUPTI records must be one session thread (through the LibTorch hook and
+through the Python fallback hooks), and torch.profiler gets CUPTI while it
+runs, whichever of the two starts first.
+
+Each scenario runs in a subprocess: CUPTI state is process-wide, and the
+fake must be the library the collector loads (GPUUTIL_CUPTI_LIBRARY).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from test_live import _fake_cupti
+
+torch = pytest.importorskip("torch")
+
+# Shared by the scenarios: the fake, and its second CUPTI client as Kineto
+# behaves under torch.profiler (registers its callbacks at prepare, disables
+# its kinds and force-flushes at exit), wrapped around torch's own methods.
+PRELUDE = textwrap.dedent(
+    """
+    import ctypes, json, sys, time
+    import gpuutil
+    import torch
+
+    fake = ctypes.CDLL(sys.argv[1])
+    fake.fake_cupti_reset(None)
+    fake.fake_cupti_launch_kernel.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int64, ctypes.c_int64]
+
+    class ClientStats(ctypes.Structure):
+        _fields_ = [("kernels", ctypes.c_uint64), ("memcpys", ctypes.c_uint64), ("api_records", ctypes.c_uint64),
+                    ("buffers", ctypes.c_uint64), ("foreign_buffers_rejected", ctypes.c_uint64),
+                    ("last_record_end_ns", ctypes.c_int64)]
+
+    fake.fake_cupti_second_client_stop.restype = ClientStats
+    kineto = {}
+
+    def as_kineto_does():
+        P = torch.autograd.profiler.profile
+        prepare, leave = P._prepare_trace, P.__exit__
+
+        def _prepare_trace(self, *a, **k):
+            r = prepare(self, *a, **k)
+            fake.fake_cupti_second_client_start()
+            return r
+
+        def __exit__(self, *a, **k):
+            r = leave(self, *a, **k)
+            s = fake.fake_cupti_second_client_stop()
+            kineto.update(kernels=s.kernels, foreign=s.foreign_buffers_rejected)
+            return r
+
+        P._prepare_trace, P.__exit__ = _prepare_trace, __exit__
+        # This CPU build of torch cannot ask Kineto for CUDA activity; the
+        # guard is told the profiler does, as it would be on a GPU.
+        from gpuutil.torch import _profiler_guard
+        _profiler_guard.traces_gpu = lambda prof: True
+
+    def kernels(n):
+        for _ in range(n):
+            fake.fake_cupti_launch_kernel(b"gemm", 7, 200000, 5000)
+        fake.fake_cupti_device_synchronize()
+
+    def summary(prof):
+        out = []
+        for r in prof.reports:
+            devices = r["steps"][0]["devices"]
+            out.append({
+                "kernels": devices[0]["kernels"] if devices else 0,
+                "breakdown": devices[0]["breakdown_ns"] if devices else None,
+                "diagnostics": {d["name"]: d["example"] for d in r["diagnostics"]},
+            })
+        return out
+    """
+)
+
+
+def run(body: str, **env: str) -> dict:
+    fake = _fake_cupti()
+    code = PRELUDE + textwrap.dedent(body)
+    environ = dict(os.environ, GPUUTIL_CUPTI_LIBRARY=fake, **env)
+    out = subprocess.run([sys.executable, "-c", code, fake], capture_output=True, text=True, env=environ, timeout=180)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _libtorch_hook_built() -> bool:
+    from gpuutil.torch import _ext
+
+    module, _ = _ext.load(build=False)
+    return module is not None
+
+
+@pytest.mark.skipif(not _libtorch_hook_built(), reason="the LibTorch hook is not built (python -m gpuutil.torch.build)")
+def test_a_dataloader_range_from_the_libtorch_hook_and_the_launch_after_it_meet_on_one_thread():
+    result = run(
+        """
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            for _ in range(3):
+                with prof.step():
+                    with torch.autograd.profiler.record_function(
+                            "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"):
+                        time.sleep(0.02)
+                    kernels(1)
+        print(json.dumps(summary(prof)))
+        """
+    )
+    assert len(result) == 3
+    for step in result:
+        assert "torch_hook_fallback" not in step["diagnostics"], "this test is about the LibTorch hook"
+        # The gap before the kernel is the wait of the thread that launched it.
+        assert step["breakdown"]["idle_dataloader"] >= 18_000_000, step
+        assert step["breakdown"]["idle_host"] < 5_000_000, step
+
+
+def test_a_real_dataloader_wait_from_the_python_hooks_and_the_launch_after_it_meet_on_one_thread():
+    result = run(
+        """
+        class Slow(torch.utils.data.Dataset):
+            def __len__(self):
+                return 64
+            def __getitem__(self, i):
+                time.sleep(0.005)
+                return torch.zeros(4)
+
+        loader = torch.utils.data.DataLoader(Slow(), batch_size=4, num_workers=0)
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            batches = iter(loader)
+            for _ in range(3):
+                with prof.step():
+                    next(batches)
+                    kernels(1)
+        print(json.dumps(summary(prof)))
+        """,
+        GPUUTIL_TORCH_HOOK="off",
+    )
+    assert len(result) == 3
+    for step in result:
+        assert "torch_hook_fallback" in step["diagnostics"], "this test is about the Python hooks"
+        assert step["breakdown"]["idle_dataloader"] >= 18_000_000, step
+
+
+def test_torch_profiler_started_inside_a_profile_keeps_its_kernels_and_gpuutil_resumes_after():
+    result = run(
+        """
+        as_kineto_does()
+        from torch.profiler import ProfilerActivity, profile
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                kernels(1)
+            with profile(activities=[ProfilerActivity.CPU]):
+                with prof.step():
+                    kernels(3)
+            with prof.step():
+                kernels(1)
+        print(json.dumps({"steps": summary(prof), "kineto": kineto}))
+        """
+    )
+    assert result["kineto"] == {"kernels": 3, "foreign": 0}
+    steps = result["steps"]
+    assert [s["kernels"] for s in steps] == [1, 0, 1]
+    assert "gpu_collection_suspended" not in steps[0]["diagnostics"]
+    assert "torch.profiler" in steps[1]["diagnostics"]["gpu_collection_suspended"]
+    assert "gpu_collection_suspended" not in steps[2]["diagnostics"]
+
+
+def test_gpuutil_started_while_torch_profiler_runs_leaves_it_its_kernels_then_takes_over():
+    result = run(
+        """
+        as_kineto_does()
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]):
+            prof = gpuutil.profile(report_interval_ms=0).start()
+            with prof.step():
+                kernels(2)
+        with prof.step():
+            kernels(1)
+        prof.stop()
+        print(json.dumps({"steps": summary(prof), "kineto": kineto}))
+        """
+    )
+    assert result["kineto"] == {"kernels": 2, "foreign": 0}
+    steps = result["steps"]
+    assert [s["kernels"] for s in steps] == [0, 1]
+    assert "torch.profiler was running" in steps[0]["diagnostics"]["gpu_collection_suspended"]
+    assert "gpu_collection_suspended" not in steps[1]["diagnostics"]
+
+
+def test_a_profiler_found_running_at_a_step_boundary_suspends_collection_until_it_is_gone():
+    # Kineto started some other way than torch.autograd.profiler.profile
+    # (the C++ API, on-demand tracing): caught at the next step boundary.
+    result = run(
+        """
+        from gpuutil.torch import _profiler_guard
+        running = [False]
+        _profiler_guard.profiler_enabled = lambda: running[0]
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                kernels(1)
+            running[0] = True
+            with prof.step():
+                kernels(1)
+            with prof.step():
+                kernels(1)
+            running[0] = False
+            with prof.step():
+                kernels(1)
+            with prof.step():
+                kernels(1)
+        print(json.dumps(summary(prof)))
+        """
+    )
+    suspended = ["gpu_collection_suspended" in s["diagnostics"] for s in result]
+    # Found at the end of step 1, gone at the end of step 3.
+    assert suspended == [False, True, True, True, False]
+    assert result[2]["kernels"] == 0 and result[4]["kernels"] == 1
+
+
+def test_python_thread_key_is_what_cupti_records():
+    import threading
+
+    from gpuutil._profile import thread_key
+
+    # CPython's thread ident is pthread_self(); CUPTI records its low 32 bits.
+    assert thread_key() == threading.get_ident() & 0xFFFFFFFF
