@@ -36,7 +36,7 @@ void bind_live(py::module_& m) {
              o.cupti_completion_wait_ms = completion_wait_ms;
              return std::make_unique<gpuutil::LiveCollector>(session, std::move(o));
            }),
-           py::arg("session"), py::arg("buffer_count") = 16, py::arg("buffer_bytes") = size_t(2) << 20,
+           py::arg("session"), py::arg("buffer_count") = 32, py::arg("buffer_bytes") = size_t(512) << 10,
            py::arg("library_dirs") = std::vector<std::string>{}, py::arg("driver_api") = true,
            py::arg("gpu") = true, py::arg("nvtx") = false, py::arg("nvtx_library") = "",
            py::arg("completion_wait_ms") = 2000, py::keep_alive<1, 2>())
@@ -103,6 +103,7 @@ void bind_live(py::module_& m) {
         d["buffers_starved"] = k.buffers_starved;
         d["buffers_invalid"] = k.buffers_invalid;
         d["buffers_foreign"] = k.buffers_foreign;
+        d["buffers_in_pool"] = k.buffers_in_pool;
         d["records_decoded"] = k.records_decoded;
         d["events_stored"] = k.events_stored;
         d["records_unfinished"] = k.records_unfinished;

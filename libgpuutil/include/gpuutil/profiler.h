@@ -40,8 +40,9 @@ namespace gpuutil {
 
 struct LiveOptions {
   bool gpu = true;                                 // CUPTI activity collection
-  size_t cupti_buffer_count = 16;                  // preallocated activity buffers
-  size_t cupti_buffer_bytes = size_t(2) << 20;     // bytes per buffer
+  size_t cupti_buffer_count = 32;                  // activity buffers free at start
+  size_t cupti_buffer_bytes = size_t(512) << 10;   // bytes per buffer
+  size_t cupti_max_buffer_count = 512;             // the pool grows up to this many (reserved, not touched)
   std::vector<std::string> cupti_library_dirs;     // extra dirs to search (the CUPTI wheel)
   bool cupti_driver_api = true;                    // driver API launches/copies/syncs (Triton, NCCL, cuBLASLt)
   int64_t cupti_completion_wait_ms = 2000;         // longest wait for launched work's device records
@@ -59,6 +60,7 @@ struct LiveCounters {
   uint64_t events_stored = 0;    // filled in once stopped (0 while running)
   uint64_t records_unfinished = 0;   // device records the device had not finished when flushed (after stop)
   uint64_t completion_timeouts = 0;  // launches given up waiting for (after stop)
+  uint64_t buffers_in_pool = 0;  // activity buffers in the pool (grows from cupti_buffer_count)
   uint64_t runtime_cbids = 0;    // runtime API callback ids traced (0: the whole RUNTIME kind)
   uint64_t driver_cbids = 0;     // driver API callback ids traced
   uint64_t nvtx_ranges = 0;      // NVTX ranges stored

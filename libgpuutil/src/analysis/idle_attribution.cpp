@@ -87,7 +87,7 @@ void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_
 }
 
 void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host,
-                   int64_t fallback_thread, int64_t a, int64_t b, IdleAccount& out) {
+                   int64_t fallback_thread, int64_t a, int64_t b, int64_t hi_ns, IdleAccount& out) {
   const auto& acts = store.activities;
   int64_t thread = -1;
   int64_t launch_from = kNever;
@@ -99,6 +99,10 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
     const uint32_t launch = host.launch_of[*it];
     if (launch == kNoLaunch) continue;
     const auto& call = store.api_calls[launch];
+    // Work launched after the window ended says nothing about the window:
+    // the host had not asked for it yet. (It also may not have arrived when
+    // a live step is reported, so the step's result must not depend on it.)
+    if (call.start_ns >= hi_ns) continue;
     thread = call.thread;
     const auto& ops = host.threads[call.thread].ops;
     const long op = find_containing(ops, call.start_ns);
@@ -106,10 +110,7 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
     launch_name = op >= 0 ? ops[op].name : call.name;
     break;
   }
-  if (thread < 0) {
-    auto m = host.main_thread_by_device.find(tl.device);
-    thread = (m != host.main_thread_by_device.end()) ? m->second : fallback_thread;
-  }
+  if (thread < 0) thread = fallback_thread;
   int64_t host_end = b;
   if (launch_from != kNever) {
     host_end = std::clamp(launch_from, a, b);
@@ -123,14 +124,53 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
   split_by_host_state(host.threads[thread], a, a, host_end, out);
 }
 
+// The thread that launched most of the device's work starting in [lo, hi);
+// -1 when none of it has a known launch. Decided by the window alone, so a
+// live step (whose store holds only recent events) and the offline analysis
+// of the whole trace choose the same thread.
+int64_t window_launch_thread(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host, int64_t lo,
+                             int64_t hi) {
+  const auto& acts = store.activities;
+  std::vector<std::pair<uint32_t, uint32_t>> counts;  // (thread, launches): a handful of threads
+  auto it = std::lower_bound(tl.by_start.begin(), tl.by_start.end(), lo,
+                             [&](uint32_t i, int64_t t) { return acts[i].start_ns < t; });
+  for (; it != tl.by_start.end() && acts[*it].start_ns < hi; ++it) {
+    const uint32_t launch = host.launch_of[*it];
+    if (launch == kNoLaunch) continue;
+    const uint32_t thread = store.api_calls[launch].thread;
+    auto c = std::find_if(counts.begin(), counts.end(), [thread](const auto& p) { return p.first == thread; });
+    if (c == counts.end()) {
+      counts.emplace_back(thread, 1);
+    } else {
+      ++c->second;
+    }
+  }
+  int64_t best = -1;
+  uint32_t best_n = 0;
+  for (const auto& [thread, n] : counts) {
+    if (n > best_n || (n == best_n && thread < best)) {
+      best = thread;
+      best_n = n;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 void attribute_idle(const EventStore& store, const DeviceTimeline& device, const HostTimelines& host,
                     int64_t fallback_thread, int64_t lo_ns, int64_t hi_ns, IdleAccount& out) {
+  // Gaps whose next work has no known launch are explained by the window's
+  // main launching thread, else the device's, else the caller's fallback.
+  int64_t fallback = window_launch_thread(store, device, host, lo_ns, hi_ns);
+  if (fallback < 0) {
+    auto m = host.main_thread_by_device.find(device.device);
+    fallback = m != host.main_thread_by_device.end() ? m->second : fallback_thread;
+  }
   int64_t cur = lo_ns;
   for (size_t i = first_ending_after(device.busy, lo_ns); cur < hi_ns; ++i) {
     const int64_t gap_end = (i < device.busy.size()) ? std::min(device.busy[i].start_ns, hi_ns) : hi_ns;
-    if (gap_end > cur) attribute_gap(store, device, host, fallback_thread, cur, gap_end, out);
+    if (gap_end > cur) attribute_gap(store, device, host, fallback, cur, gap_end, hi_ns, out);
     if (i >= device.busy.size()) break;
     cur = std::max(cur, device.busy[i].end_ns);
   }

@@ -48,6 +48,7 @@ std::string LiveCollector::start(const std::string& suspended_why) {
   cupti::CuptiCollectorOptions o;
   o.buffer_count = impl_->options.cupti_buffer_count;
   o.buffer_bytes = impl_->options.cupti_buffer_bytes;
+  o.max_buffer_count = std::max(impl_->options.cupti_max_buffer_count, impl_->options.cupti_buffer_count);
   o.library_dirs = impl_->options.cupti_library_dirs;
   o.driver_api = impl_->options.cupti_driver_api;
   o.completion_wait_ns = impl_->options.cupti_completion_wait_ms * 1'000'000;
@@ -101,6 +102,7 @@ LiveCounters LiveCollector::counters() const {
   out.events_stored = c.events_stored;
   out.records_unfinished = c.records_unfinished;
   out.completion_timeouts = c.completion_timeouts;
+  out.buffers_in_pool = c.buffers_in_pool;
   out.runtime_cbids = c.runtime_cbids;
   out.driver_cbids = c.driver_cbids;
   return out;

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <thread>
 
 namespace gpuutil::cupti {
@@ -64,17 +65,27 @@ bool IndexRing::pop(uint64_t& v) {
   }
 }
 
-BufferPool::BufferPool(size_t count, size_t buffer_bytes)
-    : count_(count), buffer_bytes_((buffer_bytes + 7) & ~size_t(7)), free_(2 * count), completed_(2 * count) {
-  map_bytes_ = count_ * buffer_bytes_;
-  void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+BufferPool::BufferPool(size_t count, size_t buffer_bytes, size_t max_count)
+    : count_(count),
+      max_count_(std::max(count, max_count)),
+      buffer_bytes_((buffer_bytes + 7) & ~size_t(7)),
+      free_(2 * std::max(count, max_count)),
+      completed_(2 * std::max(count, max_count)) {
+  map_bytes_ = max_count_ * buffer_bytes_;
+  void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return;
   base_ = static_cast<uint8_t*>(p);
-  held_since_ns_.reset(new std::atomic<int64_t>[count_]);
-  for (size_t i = 0; i < count_; ++i) {
-    held_since_ns_[i].store(INT64_MAX, std::memory_order_relaxed);
-    free_.push(i);
-  }
+  held_since_ns_.reset(new std::atomic<int64_t>[max_count_]);
+  for (size_t i = 0; i < max_count_; ++i) held_since_ns_[i].store(INT64_MAX, std::memory_order_relaxed);
+  for (size_t i = 0; i < count; ++i) free_.push(i);
+}
+
+size_t BufferPool::grow(size_t n) {
+  const size_t have = count_.load(std::memory_order_relaxed);
+  const size_t add = std::min(n, max_count_ - have);
+  for (size_t i = have; i < have + add; ++i) free_.push(i);
+  count_.store(have + add, std::memory_order_release);
+  return add;
 }
 
 BufferPool::~BufferPool() {
@@ -114,7 +125,8 @@ bool BufferPool::take_completed(uint8_t*& buffer, size_t& valid_bytes) {
 
 int64_t BufferPool::oldest_held_since_ns() const {
   int64_t oldest = INT64_MAX;
-  for (size_t i = 0; i < count_ && base_; ++i) {
+  const size_t n = count();
+  for (size_t i = 0; i < n && base_; ++i) {
     const int64_t t = held_since_ns_[i].load(std::memory_order_acquire);
     if (t < oldest) oldest = t;
   }

@@ -1,7 +1,11 @@
 // The preallocated activity-buffer pool CUPTI's callbacks draw from.
 //
-// All buffer memory is one mmap'd block allocated at start(); CUPTI's
-// buffer-requested callback pops a free buffer (never allocates) and the
+// All buffer memory is one mmap'd block reserved at start() for up to
+// max_count buffers (MAP_NORESERVE: only buffers ever handed out cost
+// memory); `count` of them are free at first, and the drain thread adds more
+// with grow() when CUPTI holds many at once (a GPU running behind the host
+// keeps buffers with unfinished records). CUPTI's buffer-requested callback
+// pops a free buffer (never allocates, never maps) and the
 // buffer-completed callback pushes (buffer, valid bytes) onto the completed
 // queue (never decodes). Both queues are bounded lock-free MPMC rings
 // (Vyukov) with twice as many cells as buffers; every buffer is in exactly
@@ -43,15 +47,22 @@ class IndexRing {
 
 class BufferPool {
  public:
-  // count buffers of buffer_bytes each (buffer_bytes rounded up to 8).
-  BufferPool(size_t count, size_t buffer_bytes);
+  // count buffers of buffer_bytes each (buffer_bytes rounded up to 8), up to
+  // max_count (>= count) with grow().
+  BufferPool(size_t count, size_t buffer_bytes, size_t max_count = 0);
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
   bool ok() const { return base_ != nullptr; }
   size_t buffer_bytes() const { return buffer_bytes_; }
-  size_t count() const { return count_; }
+  size_t count() const { return count_.load(std::memory_order_acquire); }  // buffers in use so far
+  size_t max_count() const { return max_count_; }
+  // Drain thread: adds up to n more buffers (bounded by max_count); returns
+  // how many were added.
+  size_t grow(size_t n);
+  // Buffers free now (approximate while callbacks run).
+  size_t free_count() const { return count() - outstanding(); }
 
   // Hot path (CUPTI callbacks): a free buffer, or nullptr when starved.
   // now_ns (session clock) is remembered until the buffer comes back.
@@ -77,7 +88,8 @@ class BufferPool {
   int64_t index_of(const uint8_t* buffer) const;
 
   uint8_t* base_ = nullptr;
-  size_t count_;
+  std::atomic<size_t> count_;
+  size_t max_count_;
   size_t buffer_bytes_;
   size_t map_bytes_ = 0;
   IndexRing free_;

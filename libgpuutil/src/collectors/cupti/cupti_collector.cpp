@@ -267,7 +267,7 @@ std::string CuptiCollector::start(const std::string& suspended_why) {
   if (api_.GetThreadIdType != nullptr) api_.GetThreadIdType(&id_type);
   const bool os_tids = id_type == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM;
   if (os_tids) session_.add_standing_diagnostic(Diag::cupti_thread_ids_os, "set by another tool before gpuutil started");
-  pool_ = std::make_unique<BufferPool>(options_.buffer_count, options_.buffer_bytes);
+  pool_ = std::make_unique<BufferPool>(options_.buffer_count, options_.buffer_bytes, options_.max_buffer_count);
   if (!pool_->ok()) {
     unsubscribe();
     return "CUPTI: could not allocate the activity buffer pool";
@@ -305,6 +305,9 @@ void CuptiCollector::drain_completed() {
     if (valid > 0) decoder_->decode_buffer(buffer, valid);
     pool_->release(buffer);
   }
+  // CUPTI holds buffers with unfinished records while the GPU runs behind:
+  // keep a quarter of the pool free, up to max_buffer_count.
+  if (pool_->free_count() * 4 < pool_->count()) pool_->grow(std::max<size_t>(pool_->count() / 2, 8));
   publish_counters();
 }
 
@@ -522,6 +525,7 @@ CuptiCounters CuptiCollector::counters() const {
   c.buffers_starved = starved_.load();
   c.buffers_invalid = invalid_.load();
   c.buffers_foreign = foreign_.load();
+  c.buffers_in_pool = pool_ ? pool_->count() : 0;
   c.runtime_cbids = runtime_cbids_.size();
   c.driver_cbids = options_.driver_api ? driver_cbids_.size() : 0;
   if (decoder_ && !running_) {  // the drain thread owns the decoder while running

@@ -72,8 +72,9 @@
 namespace gpuutil::cupti {
 
 struct CuptiCollectorOptions {
-  size_t buffer_count = 16;
-  size_t buffer_bytes = size_t(2) << 20;
+  size_t buffer_count = 32;                 // activity buffers free at start
+  size_t buffer_bytes = size_t(512) << 10;  // small buffers fill and come back within a step
+  size_t max_buffer_count = 512;            // the pool grows up to this (a GPU running behind holds many)
   std::vector<std::string> library_dirs;  // e.g. the nvidia-cuda-cupti wheel's lib dir
   bool driver_api = true;                 // DRIVER-domain calls (cuLaunchKernel: Triton, NCCL, cuBLASLt)
   int drain_poll_ms = 5;                  // drain thread wake-up; flush cadence while a boundary waits
@@ -90,6 +91,7 @@ struct CuptiCounters {
   uint64_t events_stored = 0;    // 0 while running: read after stop()
   uint64_t records_unfinished = 0;  // device records delivered unfinished (zero timestamps); after stop()
   uint64_t completion_timeouts = 0;  // launches given up waiting for (completion_wait_ns)
+  uint64_t buffers_in_pool = 0;  // buffers the pool holds now (grown from buffer_count on demand)
   uint64_t runtime_cbids = 0;    // runtime API callback ids traced one by one (0: whole kind)
   uint64_t driver_cbids = 0;     // driver API callback ids traced one by one
 };

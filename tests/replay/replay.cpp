@@ -1,0 +1,370 @@
+// Trace replay through the live path (see replay.h).
+#include "replay.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include "collectors/torch/hook_drain.h"
+#include "fake_cupti_client.h"
+#include "gpuutil/clock.h"
+#include "gpuutil/profiler.h"
+#include "gpuutil/range_classify.h"
+#include "hook_ring.h"
+
+namespace gpuutil::replay {
+
+namespace {
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+struct ReplayTag {};
+// The LibTorch hook's ring code, one ring set for the replay. Larger rings
+// than the hook's: a recorded trace holds every aten op, where the hook
+// records only the ranges its categories need.
+using Rings = gpuutil_hook::RingSet<ReplayTag, 1 << 16>;
+const GpuutilHookApi kRingsApi = {GPUUTIL_HOOK_API_VERSION, &Rings::drain_into};
+
+void sleep_until(int64_t t_ns) {
+  for (int64_t now = session_now_ns(); now < t_ns; now = session_now_ns()) {
+    timespec ts{0, static_cast<long>(std::min<int64_t>(t_ns - now, 1'000'000))};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+uint8_t copy_kind(MemcpyDirection d) {
+  switch (d) {
+    case MemcpyDirection::kHostToDevice: return CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+    case MemcpyDirection::kDeviceToHost: return CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+    case MemcpyDirection::kDeviceToDevice: return CUPTI_ACTIVITY_MEMCPY_KIND_DTOD;
+    case MemcpyDirection::kHostToHost: return CUPTI_ACTIVITY_MEMCPY_KIND_HTOH;
+    case MemcpyDirection::kPeerToPeer: return CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+    default: return CUPTI_ACTIVITY_MEMCPY_KIND_UNKNOWN;
+  }
+}
+
+// One host event of a replay thread, made at `t_ns` (session clock).
+struct HostEvent {
+  int64_t t_ns;
+  bool api;      // an API call (else a host range, recorded at its end)
+  size_t index;  // into store.api_calls / store.ranges
+};
+
+// Everything prepared before the clock starts, so threads only sleep and call.
+struct Plan {
+  const EventStore& store;
+  int64_t offset_ns;  // session time = trace time + offset
+  std::vector<std::string> names;  // NUL-terminated copies, by NameId
+  std::vector<std::vector<HostEvent>> threads;
+  std::unordered_map<uint64_t, std::vector<size_t>> work_by_correlation;  // activities
+  std::vector<uint32_t> cbid;   // by api call: 0 = unknown name
+  std::vector<int> domain;
+  std::vector<bool> owns_work;  // by api call: the call that enqueues its correlation id's activities
+  std::vector<uint8_t> range_kind;  // by range: 0 user scope, 1 op
+  std::vector<size_t> device_only;  // activities with no launching call
+};
+
+fake_cupti_work work_of(const Plan& p, const DeviceActivity& a) {
+  fake_cupti_work w{};
+  w.kind = a.kind == ActivityKind::kKernel   ? FAKE_CUPTI_KERNEL
+           : a.kind == ActivityKind::kMemcpy ? FAKE_CUPTI_MEMCPY
+                                             : FAKE_CUPTI_MEMSET;
+  w.name = p.names[a.name].c_str();
+  w.device = static_cast<uint32_t>(a.device);
+  w.stream = static_cast<uint32_t>(a.stream);
+  w.start_ns = a.start_ns + p.offset_ns;
+  w.end_ns = a.end_ns + p.offset_ns;
+  for (int i = 0; i < 3; ++i) {
+    w.grid[i] = a.grid[i];
+    w.block[i] = a.block[i];
+  }
+  w.registers_per_thread = a.registers_per_thread;
+  w.shared_memory_bytes = a.shared_memory_bytes;
+  w.bytes = a.bytes;
+  w.copy_kind = copy_kind(a.direction);
+  w.graph_id = a.graph_id;
+  return w;
+}
+
+}  // namespace
+
+EventStore scaled(const EventStore& store, int64_t k) {
+  EventStore out;
+  for (NameId id = 0; id < store.names.size(); ++id) out.names.intern(store.names.view(id));
+  auto s = [k](int64_t t) { return t / k; };
+  for (DeviceActivity a : store.activities) {
+    a.start_ns = s(a.start_ns);
+    a.end_ns = s(a.end_ns);
+    out.activities.push_back(a);
+  }
+  for (HostApiCall c : store.api_calls) {
+    c.start_ns = s(c.start_ns);
+    c.end_ns = s(c.end_ns);
+    out.api_calls.push_back(c);
+  }
+  for (HostRange r : store.ranges) {
+    r.start_ns = s(r.start_ns);
+    r.end_ns = s(r.end_ns);
+    out.ranges.push_back(r);
+  }
+  for (StepWindow w : store.steps) {
+    w.start_ns = s(w.start_ns);
+    w.end_ns = s(w.end_ns);
+    out.steps.push_back(w);
+  }
+  for (CounterSample c : store.counters) {
+    c.ts_ns = s(c.ts_ns);
+    out.counters.push_back(c);
+  }
+  out.devices = store.devices;
+  out.threads = store.threads;
+  out.diagnostics = store.diagnostics;
+  out.rank = store.rank;
+  out.source = store.source;
+  out.steps_source = store.steps_source;
+  return out;
+}
+
+ReplayResult replay(const EventStore& store, const ReplayOptions& options) {
+  ReplayResult result;
+  if (store.steps.empty()) {
+    result.error = "the trace has no steps to replay";
+    return result;
+  }
+  testing::FakeCupti& fake = testing::FakeCupti::get();
+  fake_cupti_config cfg{};
+  cfg.device_records = options.device_records;
+  fake.reset(&cfg);
+
+  // ---- plan ----
+  int64_t t0 = kNever;
+  for (const auto& a : store.activities) t0 = std::min(t0, a.start_ns);
+  for (const auto& c : store.api_calls) t0 = std::min(t0, c.start_ns);
+  for (const auto& r : store.ranges) t0 = std::min(t0, r.start_ns);
+  for (const auto& w : store.steps) t0 = std::min(t0, w.start_ns);
+  Plan p{store, session_now_ns() + options.lead_ns - t0, {}, {}, {}, {}, {}, {}, {}, {}};
+  for (NameId id = 0; id < store.names.size(); ++id) p.names.emplace_back(store.names.view(id));
+  for (size_t i = 0; i < store.activities.size(); ++i) {
+    const uint64_t corr = store.activities[i].correlation_id;
+    if (corr != 0) p.work_by_correlation[corr].push_back(i);
+  }
+  p.threads.resize(store.threads.size());
+  p.cbid.resize(store.api_calls.size());
+  p.domain.resize(store.api_calls.size());
+  std::unordered_map<NameId, std::pair<uint32_t, int>> cbids;
+  std::unordered_map<uint64_t, size_t> launched;  // correlation id -> the replayed call that enqueues it
+  p.owns_work.assign(store.api_calls.size(), false);
+  for (size_t i = 0; i < store.api_calls.size(); ++i) {
+    const HostApiCall& c = store.api_calls[i];
+    auto it = cbids.find(c.name);
+    if (it == cbids.end()) {
+      int domain = 0;
+      const uint32_t id = fake.cbid(p.names[c.name].c_str(), &domain);
+      it = cbids.emplace(c.name, std::make_pair(id, domain)).first;
+    }
+    p.cbid[i] = it->second.first;
+    p.domain[i] = it->second.second;
+    if (p.cbid[i] == 0) {
+      ++result.stats.api_unknown;
+      continue;
+    }
+    if (c.correlation_id != 0 && p.work_by_correlation.count(c.correlation_id) &&
+        launched.emplace(c.correlation_id, i).second) {
+      p.owns_work[i] = true;
+    }
+    if (c.thread < p.threads.size()) p.threads[c.thread].push_back({c.end_ns + p.offset_ns, true, i});
+  }
+  p.range_kind.resize(store.ranges.size());
+  for (size_t i = 0; i < store.ranges.size(); ++i) {
+    const HostRange& r = store.ranges[i];
+    // The hook reports ops (FUNCTION scope) as kind 1: pick the kind under
+    // which the live drain classifies the name as the importer did.
+    p.range_kind[i] = classify_range(p.names[r.name], true) == r.category ? 1 : 0;
+    if (r.thread < p.threads.size()) p.threads[r.thread].push_back({r.end_ns + p.offset_ns, false, i});
+  }
+  for (size_t i = 0; i < store.activities.size(); ++i) {
+    const uint64_t corr = store.activities[i].correlation_id;
+    if (corr == 0 || !launched.count(corr)) p.device_only.push_back(i);
+  }
+  std::sort(p.device_only.begin(), p.device_only.end(),
+            [&](size_t a, size_t b) { return store.activities[a].start_ns < store.activities[b].start_ns; });
+  for (auto& events : p.threads) {
+    std::stable_sort(events.begin(), events.end(),
+                     [](const HostEvent& a, const HostEvent& b) { return a.t_ns < b.t_ns; });
+  }
+  p.threads.erase(std::remove_if(p.threads.begin(), p.threads.end(), [](const auto& e) { return e.empty(); }),
+                  p.threads.end());
+  result.stats.threads = static_cast<int>(p.threads.size());
+  result.stats.device_only = p.device_only.size();
+
+  // ---- the live path ----
+  ProfilerOptions po;
+  po.session.rank = store.rank;
+  po.live.nvtx = false;
+  Profiler prof(po);
+  const std::string why = prof.start();
+  if (!why.empty()) {
+    result.error = "GPU collection did not start on the fake CUPTI: " + why;
+    return result;
+  }
+  prof.session().set_devices(store.devices);
+  torch_hook::HookDrain hook(prof.session(), &kRingsApi, /*skip_optimizer_step=*/false);
+  Rings::drain_into([](void*, const char*, int64_t, int64_t, int64_t, int64_t, int) {}, nullptr);  // earlier replays
+
+  const auto wall0 = std::chrono::steady_clock::now();
+  std::vector<std::atomic<int64_t>> progress(p.threads.size());
+  std::atomic<int64_t> lateness{0};
+  std::atomic<uint64_t> api_calls{0}, ranges{0};
+  std::vector<std::thread> workers;
+  for (size_t ti = 0; ti < p.threads.size(); ++ti) {
+    progress[ti].store(p.threads[ti].front().t_ns);
+    workers.emplace_back([&, ti] {
+      std::vector<fake_cupti_work> work;
+      const auto& events = p.threads[ti];
+      for (size_t e = 0; e < events.size(); ++e) {
+        const HostEvent& ev = events[e];
+        sleep_until(ev.t_ns);
+        const int64_t late = session_now_ns() - ev.t_ns;
+        if (late > lateness.load(std::memory_order_relaxed)) lateness.store(late, std::memory_order_relaxed);
+        if (ev.api) {
+          const HostApiCall& c = store.api_calls[ev.index];
+          work.clear();
+          if (p.owns_work[ev.index]) {
+            auto it = p.work_by_correlation.find(c.correlation_id);
+            if (it != p.work_by_correlation.end()) {
+              for (size_t a : it->second) work.push_back(work_of(p, store.activities[a]));
+            }
+          }
+          fake_cupti_call call{};
+          call.domain = p.domain[ev.index];
+          call.cbid = p.cbid[ev.index];
+          call.start_ns = c.start_ns + p.offset_ns;
+          call.end_ns = c.end_ns + p.offset_ns;
+          call.work = work.data();
+          call.n_work = static_cast<int>(work.size());
+          fake.call(&call);
+          api_calls.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          const HostRange& r = store.ranges[ev.index];
+          Rings::record(p.names[r.name].c_str(), r.start_ns + p.offset_ns, r.end_ns + p.offset_ns,
+                        p.range_kind[ev.index]);
+          ranges.fetch_add(1, std::memory_order_relaxed);
+        }
+        progress[ti].store(e + 1 < events.size() ? events[e + 1].t_ns : kNever, std::memory_order_release);
+      }
+    });
+  }
+  // Every thread has made its calls up to and including t.
+  auto all_past = [&](int64_t t) {
+    for (;;) {
+      bool ok = true;
+      for (auto& pr : progress) ok = ok && pr.load(std::memory_order_acquire) > t;
+      if (ok) return;
+      hook.drain();
+      timespec ts{0, 100'000};
+      nanosleep(&ts, nullptr);
+    }
+  };
+  // The main thread: device work with no launching call, step boundaries,
+  // and the drains the PyTorch collector does at step ends.
+  size_t next_device = 0;
+  auto device_only_until = [&](int64_t t) {
+    for (; next_device < p.device_only.size(); ++next_device) {
+      const DeviceActivity& a = store.activities[p.device_only[next_device]];
+      if (a.start_ns + p.offset_ns > t) break;
+      const fake_cupti_work w = work_of(p, a);
+      fake.device_work(&w, 0);
+    }
+  };
+  auto wait_until = [&](int64_t t) {
+    for (int64_t now = session_now_ns(); now < t; now = session_now_ns()) {
+      device_only_until(now);
+      hook.drain();
+      sleep_until(std::min(t, now + 2'000'000));
+    }
+    device_only_until(t);
+  };
+  std::vector<StepWindow> steps = store.steps;
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  for (const StepWindow& w : steps) {
+    wait_until(w.start_ns + p.offset_ns);
+    prof.begin_step(w.step, w.start_ns + p.offset_ns);
+    const int64_t end = w.end_ns + p.offset_ns;
+    wait_until(end);
+    all_past(end);
+    hook.drain();
+    prof.end_step(end);
+    if (options.progress) std::fprintf(stderr, "[replay] step %lld\n", static_cast<long long>(w.step));
+  }
+  for (auto& t : workers) t.join();
+  device_only_until(kNever);
+  hook.drain();
+  prof.stop();
+  result.steps = prof.take_reports();
+  result.stats.api_calls = api_calls.load();
+  result.stats.ranges = ranges.load();
+  result.stats.max_lateness_ns = lateness.load();
+  result.stats.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return result;
+}
+
+int64_t Comparison::max_abs_ns() const {
+  int64_t m = 0;
+  for (const auto& b : buckets) m = std::max(m, b.max_abs_ns);
+  return m;
+}
+
+Comparison compare(const Report& offline, const std::vector<StepOutput>& live) {
+  Comparison c;
+  std::vector<std::string> names = {"compute", "communication", "memory"};
+  for (int i = 0; i < kIdleCauseCount; ++i) names.push_back(std::string("idle_") + to_string(IdleCause(i)));
+  for (const auto& n : names) c.buckets.push_back({n, 0, -1, -1});
+  std::map<int64_t, const StepReport*> by_step;
+  for (const auto& o : live) {
+    for (const auto& s : o.report.steps) by_step[s.step] = &s;
+  }
+  auto values = [](const Breakdown& b) {
+    std::vector<int64_t> v = {b.compute_ns, b.communication_ns, b.memory_ns};
+    for (int64_t x : b.idle_ns) v.push_back(x);
+    return v;
+  };
+  for (const StepReport& off : offline.steps) {
+    ++c.steps;
+    auto it = by_step.find(off.step);
+    if (it == by_step.end()) {
+      c.problems.push_back("step " + std::to_string(off.step) + " has no live report");
+      continue;
+    }
+    for (const DeviceStepReport& d : off.devices) {
+      const DeviceStepReport* l = nullptr;
+      for (const auto& x : it->second->devices) {
+        if (x.device == d.device) l = &x;
+      }
+      if (l == nullptr) {
+        c.problems.push_back("step " + std::to_string(off.step) + " device " + std::to_string(d.device) +
+                             " has no live report");
+        continue;
+      }
+      const auto a = values(l->breakdown), b = values(d.breakdown);
+      for (size_t i = 0; i < a.size(); ++i) {
+        const int64_t diff = std::llabs(a[i] - b[i]);
+        if (diff > c.buckets[i].max_abs_ns) c.buckets[i] = {c.buckets[i].bucket, diff, off.step, d.device};
+      }
+    }
+  }
+  if (by_step.size() != offline.steps.size()) {
+    c.problems.push_back(std::to_string(by_step.size()) + " live steps for " + std::to_string(offline.steps.size()) +
+                         " offline steps");
+  }
+  return c;
+}
+
+}  // namespace gpuutil::replay
