@@ -69,6 +69,21 @@ def nvml_collector(prof):
     return next(c for c in prof._collectors if c.name == "nvml")
 
 
+def profiled(gpuutil, steps: int, **nvml_options):
+    """A profile of `steps` empty steps with the NVML collector enabled."""
+    import gpuutil.nvml
+
+    gpuutil.nvml.enable(**nvml_options)
+    try:
+        with gpuutil.profile() as prof:
+            for _ in range(steps):
+                with prof.step():
+                    pass
+    finally:
+        gpuutil.nvml.disable()
+    return prof
+
+
 def test_binding_samples_the_fake_devices(fake_nvml, installed_gpuutil):
     from gpuutil import _core
 
@@ -205,18 +220,9 @@ def test_collector_samples_the_cuda_visible_device_by_uuid_as_cuda_0(deferred, f
     monkeypatch.setattr(gpuutil.nvml, "_torch_cuda_pending", lambda: deferred)
     monkeypatch.setenv("FAKE_NVML_ORDER", "1,0")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", fake_uuid(0))
-    gpuutil.nvml.enable(interval_s=0.2)
-    try:
-        with installed_gpuutil.profile() as prof:
-            with prof.step():
-                pass
-            with prof.step():
-                pass
-        collector = nvml_collector(prof)
-        assert collector.sampler.devices == [(0, fake_uuid(0), "gpu", "")]
-        assert not any("NVML index" in p for p in collector.problems()), collector.problems()
-    finally:
-        gpuutil.nvml.disable()
+    collector = nvml_collector(profiled(installed_gpuutil, 2))
+    assert collector.sampler.devices == [(0, fake_uuid(0), "gpu", "")]
+    assert not any("NVML index" in p for p in collector.problems()), collector.problems()
 
 
 def test_collector_refuses_numeric_cuda_visible_devices_and_says_why(fake_nvml, monkeypatch, installed_gpuutil):
@@ -225,13 +231,7 @@ def test_collector_refuses_numeric_cuda_visible_devices_and_says_why(fake_nvml, 
     # (torch here, if imported, is a CPU build: it never initialises CUDA.)
     monkeypatch.setattr(gpuutil.nvml, "_torch_cuda_pending", lambda: False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    gpuutil.nvml.enable()
-    try:
-        with installed_gpuutil.profile() as prof:
-            with prof.step():
-                pass
-    finally:
-        gpuutil.nvml.disable()
+    prof = profiled(installed_gpuutil, 1)
     reasons = [r for r in prof.gpu_collection_off if r.startswith("nvml:")]
     assert len(reasons) == 1 and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in reasons[0], prof.gpu_collection_off
 
@@ -242,15 +242,7 @@ def test_deferred_choice_that_finds_no_device_samples_none_and_says_so(fake_nvml
     # torch imported without CUDA at start, still without CUDA at the first
     # step end, no CUDA_VISIBLE_DEVICES: this process uses no GPU we can name.
     monkeypatch.setattr(gpuutil.nvml, "_torch_cuda_pending", lambda: True)
-    gpuutil.nvml.enable()
-    try:
-        with installed_gpuutil.profile() as prof:
-            with prof.step():
-                pass
-            with prof.step():
-                pass
-    finally:
-        gpuutil.nvml.disable()
+    prof = profiled(installed_gpuutil, 2)
     assert nvml_collector(prof).sampler.devices == []  # not every GPU of the node by NVML index
     off = next(d for d in prof.reports[-1]["diagnostics"] if d["name"] == "gpu_collection_off")
     assert off["count"] == len(prof.gpu_collection_off) + 1  # the start reasons, and this one
