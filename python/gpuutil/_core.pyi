@@ -1,6 +1,6 @@
 """Type stubs for gpuutil._core, the pybind11 module over the C++ core."""
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 class TraceError(ValueError):
     """A trace file could not be read at all; message 'cannot read PATH: reason'."""
@@ -30,12 +30,24 @@ def perfetto_trace_files(paths: List[str], indent: int = -1) -> str:
 class NvmlSampler:
     """NVML device-counter sampler (libgpuutil/src/collectors/nvml); see gpuutil.nvml."""
 
-    def __init__(self, interval_s: float = 0.2, gpm: bool = False, max_samples: int = 65536) -> None: ...
+    def __init__(
+        self,
+        interval_s: float = 0.2,
+        gpm: bool = False,
+        max_samples: int = 65536,
+        devices: Optional[List[Tuple[int, str, int]]] = None,
+    ) -> None:
+        """devices: (cuda_device_id, uuid, nvml_index) tuples, see gpuutil.nvml.DeviceRef;
+        None samples every NVML device labelled by NVML index."""
     def open(self) -> bool: ...
     @property
     def error(self) -> str: ...
+    def set_devices(self, devices: List[Tuple[int, str, int]]) -> int: ...
     @property
     def device_count(self) -> int: ...
+    @property
+    def devices(self) -> List[Tuple[int, str, str, str]]:
+        """(device label, NVML UUID, kind, parent GPU UUID) of each device sampled."""
     @property
     def interval_ns(self) -> int: ...
     @property

@@ -41,6 +41,8 @@ std::unique_ptr<NvmlApi> NvmlApi::load(std::string* error) {
   need("nvmlErrorString", api->error_string);
   need("nvmlDeviceGetCount_v2", api->device_count);
   need("nvmlDeviceGetHandleByIndex_v2", api->device_by_index);
+  need("nvmlDeviceGetHandleByUUID", api->device_by_uuid);
+  need("nvmlDeviceGetUUID", api->device_uuid);
   need("nvmlDeviceGetName", api->device_name);
   need("nvmlDeviceGetUtilizationRates", api->utilization);
   need("nvmlDeviceGetClockInfo", api->clock);
@@ -55,6 +57,9 @@ std::unique_ptr<NvmlApi> NvmlApi::load(std::string* error) {
     if (error) *error = path + " lacks " + missing;
     return nullptr;  // the destructor closes the handle
   }
+  resolve(handle, "nvmlDeviceGetMigMode", api->mig_mode);
+  resolve(handle, "nvmlDeviceIsMigDeviceHandle", api->is_mig_device);
+  resolve(handle, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle", api->mig_parent);
   resolve(handle, "nvmlGpmQueryDeviceSupport", api->gpm_query_support);
   resolve(handle, "nvmlGpmSampleAlloc", api->gpm_sample_alloc);
   resolve(handle, "nvmlGpmSampleFree", api->gpm_sample_free);
@@ -72,9 +77,11 @@ std::string NvmlApi::describe(Return r) const {
   switch (r) {
     case kSuccess: name = "SUCCESS"; break;
     case kErrorUninitialized: name = "UNINITIALIZED"; break;
+    case kErrorInvalidArgument: name = "INVALID_ARGUMENT"; break;
     case kErrorNotSupported: name = "NOT_SUPPORTED"; break;
     case kErrorNoPermission: name = "NO_PERMISSION"; break;
     case kErrorNotFound: name = "NOT_FOUND"; break;
+    case kErrorInsufficientSize: name = "INSUFFICIENT_SIZE"; break;
     default: name = "ERROR"; break;
   }
   std::string detail = std::to_string(r);

@@ -5,7 +5,7 @@
 // path (the fake NVML in tests/fake_nvml is loaded this way, through the
 // same code). The ABI subset below is declared here from NVML's documented,
 // stable C ABI (nvml.h, CUDA 12) so no NVML header is needed at build time;
-// only this file and nvml_sampler.cpp see these types.
+// only the files of this folder (collectors/nvml) see these types.
 //
 // Contract: NvmlApi::load() is called once by the owner (the sampler) on any
 // thread; the table is then read-only and the functions are NVML's own
@@ -22,9 +22,16 @@ namespace gpuutil::nvml {
 using Return = int;
 inline constexpr Return kSuccess = 0;
 inline constexpr Return kErrorUninitialized = 1;
+inline constexpr Return kErrorInvalidArgument = 2;
 inline constexpr Return kErrorNotSupported = 3;
 inline constexpr Return kErrorNoPermission = 4;
 inline constexpr Return kErrorNotFound = 6;
+inline constexpr Return kErrorInsufficientSize = 7;
+
+// NVML_DEVICE_UUID_V2_BUFFER_SIZE: large enough for nvmlDeviceGetUUID of a
+// GPU ("GPU-<uuid>") or a MIG device ("MIG-<uuid>").
+inline constexpr unsigned int kUuidBufferSize = 96;
+inline constexpr unsigned int kMigEnabled = 1;  // NVML_DEVICE_MIG_ENABLE
 
 struct DeviceOpaque;
 using Device = DeviceOpaque*;
@@ -89,6 +96,8 @@ struct NvmlApi {
   const char* (*error_string)(Return) = nullptr;                      // nvmlErrorString
   Return (*device_count)(unsigned int*) = nullptr;                    // nvmlDeviceGetCount_v2
   Return (*device_by_index)(unsigned int, Device*) = nullptr;         // nvmlDeviceGetHandleByIndex_v2
+  Return (*device_by_uuid)(const char*, Device*) = nullptr;          // nvmlDeviceGetHandleByUUID (GPU or MIG UUID)
+  Return (*device_uuid)(Device, char*, unsigned int) = nullptr;       // nvmlDeviceGetUUID
   Return (*device_name)(Device, char*, unsigned int) = nullptr;       // nvmlDeviceGetName
   Return (*utilization)(Device, Utilization*) = nullptr;              // nvmlDeviceGetUtilizationRates
   Return (*clock)(Device, unsigned int, unsigned int*) = nullptr;     // nvmlDeviceGetClockInfo
@@ -99,6 +108,10 @@ struct NvmlApi {
   Return (*total_energy)(Device, unsigned long long*) = nullptr;      // nvmlDeviceGetTotalEnergyConsumption (mJ)
   Return (*temperature)(Device, unsigned int, unsigned int*) = nullptr;  // nvmlDeviceGetTemperature
   Return (*memory_info)(Device, Memory*) = nullptr;                   // nvmlDeviceGetMemoryInfo
+  // MIG (optional: absent before R450 drivers).
+  Return (*mig_mode)(Device, unsigned int*, unsigned int*) = nullptr;  // nvmlDeviceGetMigMode (current, pending)
+  Return (*is_mig_device)(Device, unsigned int*) = nullptr;            // nvmlDeviceIsMigDeviceHandle
+  Return (*mig_parent)(Device, Device*) = nullptr;                     // nvmlDeviceGetDeviceHandleFromMigDeviceHandle
   // GPM (optional: absent before R520 drivers).
   Return (*gpm_query_support)(Device, GpmSupport*) = nullptr;         // nvmlGpmQueryDeviceSupport
   Return (*gpm_sample_alloc)(GpmSample*) = nullptr;                   // nvmlGpmSampleAlloc
@@ -108,7 +121,8 @@ struct NvmlApi {
 
   // Loads the library (GPUUTIL_NVML_LIBRARY, else libnvidia-ml.so.1) and
   // resolves every symbol. Returns nullptr with *error set (one line) when
-  // the library or a required symbol is missing. GPM symbols are optional.
+  // the library or a required symbol is missing. MIG and GPM symbols are
+  // optional.
   static std::unique_ptr<NvmlApi> load(std::string* error);
   // The path load() will try.
   static std::string library_path();
@@ -118,6 +132,7 @@ struct NvmlApi {
   NvmlApi(const NvmlApi&) = delete;
   NvmlApi& operator=(const NvmlApi&) = delete;
 
+  bool has_mig() const { return mig_mode && is_mig_device && mig_parent; }
   bool has_gpm() const { return gpm_query_support && gpm_sample_alloc && gpm_sample_free && gpm_sample_get && gpm_metrics_get; }
   std::string describe(Return r) const;  // "NOT_SUPPORTED (3: ...)"
 
