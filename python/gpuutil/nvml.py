@@ -197,7 +197,13 @@ class NvmlCollector:
             return self.sampler.error
         self.sampler.sample_once()  # a sample at the start anchors cumulative counters
         self.sampler.start()
+        self._report_problems(prof)
         return None
+
+    def _report_problems(self, prof: Any) -> None:
+        """Every report says which counters are partial, and why."""
+        for line in self.problems():
+            prof._session.add_standing_diagnostic("nvml_counters_partial", f"nvml: {line}")
 
     def _choose_devices(self, prof: Any) -> None:
         """The deferred choice, once, at the first step end: training has
@@ -211,6 +217,7 @@ class NvmlCollector:
             why = f"choosing the devices failed: {type(e).__name__}: {e}"
         if why:
             prof._session.add_standing_diagnostic("gpu_collection_off", f"{self.name}: {why}")
+        self._report_problems(prof)
 
     def _use(self, selection: Optional[DeviceSelection]) -> str:
         """Gives the sampler the selection; why nothing is sampled, or ""."""

@@ -246,3 +246,14 @@ def test_deferred_choice_that_finds_no_device_samples_none_and_says_so(fake_nvml
     assert nvml_collector(prof).sampler.devices == []  # not every GPU of the node by NVML index
     off = next(d for d in prof.reports[-1]["diagnostics"] if d["name"] == "gpu_collection_off")
     assert off["count"] == len(prof.gpu_collection_off) + 1  # the start reasons, and this one
+
+
+def test_partial_counters_reach_every_report_as_a_diagnostic(fake_nvml, installed_gpuutil):
+    # Without a device list the devices are labelled by NVML index, and the
+    # fake's device 1 has no GPM: both are in every step report, not only in
+    # the collector's problems().
+    prof = profiled(installed_gpuutil, 2, interval_s=0.2, gpm=True)
+    assert len(prof.reports) == 2
+    for report in prof.reports:
+        partial = [d for d in report["diagnostics"] if d["name"] == "nvml_counters_partial"]
+        assert partial and partial[0]["example"].startswith("nvml: "), report["diagnostics"]
