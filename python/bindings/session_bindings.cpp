@@ -104,6 +104,33 @@ void bind_session(py::module_& m) {
           },
           py::arg("name"), py::arg("example") = "", "Counted once in every later report.")
       .def("set_steps_source", &gpuutil::Session::set_steps_source, py::arg("source"))
+      .def(
+          "set_devices",
+          [](gpuutil::Session& s, const std::vector<py::dict>& devices) {
+            std::vector<gpuutil::DeviceInfo> out;
+            for (const auto& d : devices) {
+              gpuutil::DeviceInfo i;
+              auto get = [&d](const char* k, auto def) {
+                return d.contains(k) ? d[k].cast<decltype(def)>() : def;
+              };
+              i.id = get("id", int32_t(0));
+              i.name = get("name", std::string());
+              i.compute_major = get("compute_major", int32_t(0));
+              i.compute_minor = get("compute_minor", int32_t(0));
+              i.sm_count = get("sm_count", int32_t(0));
+              i.max_threads_per_sm = get("max_threads_per_sm", int32_t(0));
+              i.max_blocks_per_sm = get("max_blocks_per_sm", int32_t(0));
+              i.registers_per_sm = get("registers_per_sm", int32_t(0));
+              i.shared_memory_per_sm_bytes = get("shared_memory_per_sm_bytes", int32_t(0));
+              i.warp_size = get("warp_size", int32_t(0));
+              i.total_memory_bytes = get("total_memory_bytes", int64_t(0));
+              out.push_back(std::move(i));
+            }
+            s.set_devices(std::move(out));
+          },
+          py::arg("devices"),
+          "Static facts about the devices (dicts with the DeviceInfo fields: id, name, compute_major, sm_count, "
+          "...): MFU's peak and the SM efficiency/occupancy estimates need them.")
       .def("set_flops_per_step", &gpuutil::Session::set_flops_per_step, py::arg("flops"), py::arg("source"),
            "FLOPs per step for MFU from the next analysed step on; source becomes flops_source.")
       .def("mark_complete_until", &gpuutil::Session::mark_complete_until, py::arg("t_ns"))

@@ -74,6 +74,7 @@ class TorchCollector:
         self._drainer: Any = None
         self._hooks: Optional[PythonHooks] = None
         self._flops: Optional[FlopsMeasurement] = None
+        self._devices_set = False  # device facts given to the session (once CUDA is initialised)
         #: "libtorch" (RecordFunction observer) or "python" (fallback hooks).
         self.mode = ""
 
@@ -107,6 +108,8 @@ class TorchCollector:
             self._flops.on_step_end()
         self._drain()
         self._sample_allocator(prof)
+        if self._cuda and not self._devices_set:
+            self._devices_set = set_device_info(prof._session)
 
     def _sample_allocator(self, prof: "Profile") -> None:
         """PyTorch's caching allocator per CUDA device, once per step end, as
@@ -134,6 +137,35 @@ class TorchCollector:
             self._drain()
         if self._hooks is not None:
             self._hooks.uninstall()
+
+
+def set_device_info(session: Any) -> bool:
+    """Gives the session each CUDA device's facts from torch (name for MFU's
+    peak, SM count and limits for the SM efficiency and occupancy
+    estimates), once torch has initialised CUDA. Returns whether it did."""
+    import torch
+
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return False
+    devices = []
+    for d in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(d)
+        devices.append(
+            {
+                "id": d,
+                "name": p.name,
+                "compute_major": int(p.major),
+                "compute_minor": int(p.minor),
+                "sm_count": int(p.multi_processor_count),
+                "max_threads_per_sm": int(getattr(p, "max_threads_per_multi_processor", 0)),
+                "registers_per_sm": int(getattr(p, "regs_per_multiprocessor", 0)),
+                "shared_memory_per_sm_bytes": int(getattr(p, "shared_memory_per_multiprocessor", 0)),
+                "warp_size": int(getattr(p, "warp_size", 32)),
+                "total_memory_bytes": int(p.total_memory),
+            }
+        )
+    session.set_devices(devices)
+    return True
 
 
 def allocator_stats() -> "list[tuple[int, float, float, float]]":
