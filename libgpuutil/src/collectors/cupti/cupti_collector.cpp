@@ -395,9 +395,13 @@ void CuptiCollector::drain_loop() {
       std::lock_guard<std::mutex> lock(flush_mu_);
       forced_done_ = forced;
       forced_requested_ = 0;
-    } else if (wanted > complete_until_ns_.load()) {
-      // Flush until everything up to `wanted` is in (one flush per poll).
+    } else if (wanted > complete_until_ns_.load() &&
+               session_now_ns() - last_flush_ns_ >= int64_t(options_.drain_poll_ms) * 1'000'000) {
+      // Flush until everything up to `wanted` is in, at most once per poll
+      // interval: a flush closes the buffers being written, so flushing at
+      // every step of a fast loop would churn through buffers (and CUPTI).
       const int64_t flush_start = session_now_ns();
+      last_flush_ns_ = flush_start;
       do_flush(0);
       update_complete_until(flush_start);
     }

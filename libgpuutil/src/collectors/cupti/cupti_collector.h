@@ -12,7 +12,7 @@
 // unfinished record. So "data is complete up to t" needs two things: every
 // buffer CUPTI took before the last flush came back (or that flush began
 // after t), and every launch, copy or memset call that began before t has
-// its device record (LaunchTracker). The drain thread flushes every
+// its device record (LaunchTracker). The drain thread flushes at most every
 // drain_poll_ms while a step boundary waits for that, and publishes
 // complete_until_ns(). Nothing waits forever: past completion_wait_ns the
 // collector stops waiting and counts cupti_completion_timeout; records that
@@ -181,6 +181,7 @@ class CuptiCollector {
   uint64_t dropped_published_ = 0, starved_published_ = 0, invalid_published_ = 0, foreign_published_ = 0;
   uint64_t timeouts_ = 0;  // drain thread
   int64_t held_timeout_noted_ns_ = INT64_MIN;  // drain thread: the held buffer already counted
+  int64_t last_flush_ns_ = INT64_MIN / 2;       // drain thread: when the last default flush began
   sem_t wake_;
 
   // Requests from control threads to the drain thread.
