@@ -248,10 +248,14 @@ def test_deferred_choice_that_finds_no_device_samples_none_and_says_so(fake_nvml
     assert off["count"] == len(prof.gpu_collection_off) + 1  # the start reasons, and this one
 
 
-def test_partial_counters_reach_every_report_as_a_diagnostic(fake_nvml, installed_gpuutil):
+def test_partial_counters_reach_every_report_as_a_diagnostic(fake_nvml, monkeypatch, installed_gpuutil):
     # Without a device list the devices are labelled by NVML index, and the
     # fake's device 1 has no GPM: both are in every step report, not only in
     # the collector's problems().
+    import gpuutil.nvml
+
+    monkeypatch.setattr(gpuutil.nvml, "_torch_cuda_pending", lambda: False)  # torch may be loaded by other tests
+    monkeypatch.setattr(gpuutil.nvml, "select_devices", lambda *a, **k: None)
     prof = profiled(installed_gpuutil, 2, interval_s=0.2, gpm=True)
     assert len(prof.reports) == 2
     for report in prof.reports:
