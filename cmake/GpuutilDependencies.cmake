@@ -9,28 +9,33 @@
 # path, is used only together with it. Included once by the top-level
 # CMakeLists.txt, after Threads.
 
-set(GPUUTIL_VENDORED_NLOHMANN_JSON_VERSION 3.11.2)
-set(GPUUTIL_VENDORED_SIMDJSON_VERSION 3.0.1)
+set(GPUUTIL_VENDORED_nlohmann_json_VERSION 3.11.2)
+set(GPUUTIL_VENDORED_simdjson_VERSION 3.0.1)
 set(_gpuutil_third_party ${CMAKE_CURRENT_LIST_DIR}/../third_party)
 
-if(NOT GPUUTIL_VENDORED_DEPS)
-  find_package(nlohmann_json 3.10 QUIET)
-endif()
-if(nlohmann_json_FOUND)
-  message(STATUS "gpuutil: nlohmann_json ${nlohmann_json_VERSION} (system)")
-else()
+# The system package `name` (at least `version`) unless GPUUTIL_VENDORED_DEPS;
+# sets <name>_FOUND and says which copy the build takes (third_party/<name>
+# when not found).
+macro(gpuutil_find_system_package name version)
+  if(NOT GPUUTIL_VENDORED_DEPS)
+    find_package(${name} ${version} QUIET)
+  endif()
+  if(${name}_FOUND)
+    message(STATUS "gpuutil: ${name} ${${name}_VERSION} (system)")
+  else()
+    message(STATUS "gpuutil: ${name} ${GPUUTIL_VENDORED_${name}_VERSION} (vendored, third_party/${name})")
+  endif()
+endmacro()
+
+gpuutil_find_system_package(nlohmann_json 3.10)
+if(NOT nlohmann_json_FOUND)
   add_library(gpuutil_vendored_nlohmann_json INTERFACE)
   target_include_directories(gpuutil_vendored_nlohmann_json SYSTEM INTERFACE ${_gpuutil_third_party}/nlohmann_json/include)
   add_library(nlohmann_json::nlohmann_json ALIAS gpuutil_vendored_nlohmann_json)
-  message(STATUS "gpuutil: nlohmann_json ${GPUUTIL_VENDORED_NLOHMANN_JSON_VERSION} (vendored, third_party/nlohmann_json)")
 endif()
 
-if(NOT GPUUTIL_VENDORED_DEPS)
-  find_package(simdjson 3 QUIET)
-endif()
-if(simdjson_FOUND)
-  message(STATUS "gpuutil: simdjson ${simdjson_VERSION} (system)")
-else()
+gpuutil_find_system_package(simdjson 3)
+if(NOT simdjson_FOUND)
   # The amalgamation as a small static library, compiled with the project's
   # flags (build type, PIC) and configured like Debian's libsimdjson.
   add_library(gpuutil_vendored_simdjson STATIC ${_gpuutil_third_party}/simdjson/simdjson.cpp)
@@ -39,7 +44,6 @@ else()
   target_compile_definitions(gpuutil_vendored_simdjson PUBLIC SIMDJSON_THREADS_ENABLED=1)
   target_link_libraries(gpuutil_vendored_simdjson PUBLIC Threads::Threads)
   add_library(simdjson::simdjson ALIAS gpuutil_vendored_simdjson)
-  message(STATUS "gpuutil: simdjson ${GPUUTIL_VENDORED_SIMDJSON_VERSION} (vendored, third_party/simdjson)")
 endif()
 
 find_package(ZLIB QUIET)
