@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     --prefix=*) prefix=$(mkdir -p "${1#--prefix=}" && cd "${1#--prefix=}" && pwd); shift ;;
     --with-fake-cupti) fake_cupti=ON; shift ;;
     -D*=*) defines+=("-Ccmake.define.${1#-D}"); shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "device_build: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
