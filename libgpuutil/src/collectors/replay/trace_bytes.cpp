@@ -4,10 +4,14 @@
 // inflate with gzip framing; the output buffer is sized from the gzip
 // trailer's ISIZE hint and grown geometrically. Every failure becomes a
 // one-line message; nothing throws except std::bad_alloc, which the caller
-// turns into an error result.
+// turns into an error result. A build without zlib (GPUUTIL_HAVE_ZLIB unset,
+// cmake/GpuutilDependencies.cmake) reads plain JSON only: gunzip() then
+// fails with one line saying so.
 #include "collectors/replay/trace_bytes.h"
 
+#ifdef GPUUTIL_HAVE_ZLIB
 #include <zlib.h>
+#endif
 
 #ifdef GPUUTIL_HAVE_LIBDEFLATE
 #include <libdeflate.h>
@@ -29,7 +33,9 @@ static_assert(kTracePaddingBytes == simdjson::SIMDJSON_PADDING, "padding must ma
 
 namespace {
 
+#ifdef GPUUTIL_HAVE_ZLIB
 constexpr size_t kInflateChunkBytes = size_t{1} << 20;
+#endif
 
 struct FileCloser {
   void operator()(std::FILE* f) const {
@@ -82,6 +88,15 @@ size_t isize_hint(std::string_view compressed) {
 }  // namespace
 #endif
 
+#ifndef GPUUTIL_HAVE_ZLIB
+bool gunzip(std::string_view, TraceBytes* out, std::string* error) {
+  out->clear();
+  *error =
+      "gzip trace, but this gpuutil build has no gzip support (zlib was not found when it was built): "
+      "gunzip the file first, or rebuild with zlib headers installed (Debian/Ubuntu: zlib1g-dev)";
+  return false;
+}
+#else
 bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
   // ISIZE (the last 4 bytes, little endian) is the uncompressed size mod
   // 2^32 of the last member: a good first guess for one-member files.
@@ -181,6 +196,7 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
   finish_padding(out, produced);
   return true;
 }
+#endif  // GPUUTIL_HAVE_ZLIB
 
 bool read_trace_file(const std::string& path, TraceBytes* out, std::string* error) {
   std::error_code fs_error;
