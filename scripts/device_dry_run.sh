@@ -8,7 +8,9 @@
 # (GPUUTIL_CUDA_INCLUDE_SEARCH=OFF, CUDA_HOME unset) but the headers the
 # device's Python packages have (nvidia-cuda-cupti, nvidia-cuda-runtime and
 # nvidia-nvtx 13.0 wheels, Triton's bundled CUDA headers; downloaded once into
-# build-device-cache/, ignored), and the fake CUPTI. Then it checks that nothing came from the system (CMake cache,
+# build-device-cache/, ignored), through the device command itself:
+# `scripts/gpu_check.sh --self-test` (build, LibTorch hook, the GPU check on
+# the fake CUPTI). Then it checks that nothing came from the system (CMake cache,
 # compile commands, linked libraries), imports gpuutil from the install
 # folder, analyses a plain trace, sees a gzip trace fail with the no-gzip
 # message, runs the live-path tests against the fake CUPTI, and prints how
@@ -53,13 +55,19 @@ echo "[dry_run] working tree copied to $work: $(find "$work" -type f | wc -l) fi
 [ "$bytes" -lt $((64 * 1024 * 1024)) ] || { echo "[dry_run] FAIL: the working tree is over 64 MiB" >&2; exit 1; }
 if [ -e "$work/build-device" ]; then echo "[dry_run] FAIL: build-device/ travelled (not ignored?)" >&2; exit 1; fi
 
-prefix=$tmp/site
-start=$(date +%s)
-env -u CUDA_HOME PYTHON="$py" PYTHONPATH="$cache/site" \
-  "$work/scripts/device_build.sh" --prefix "$prefix" --with-fake-cupti \
-  -DGPUUTIL_VENDORED_DEPS=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=TRUE -DGPUUTIL_CUDA_INCLUDE_SEARCH=OFF \
-  2>&1 | tee "$tmp/build.log"
-build_s=$(($(date +%s) - start))
+# The device command itself, in its --self-test form (the fake CUPTI plays
+# the GPU), with the machine's situation simulated.
+prefix=$work/build-device/site
+out=$tmp/out
+check_rc=0
+env -u CUDA_HOME PYTHON="$py" GPUUTIL_DEVICE_BUILD_PYTHONPATH="$cache/site" OUT="$out" \
+  GPUUTIL_DEVICE_BUILD_ARGS="-DGPUUTIL_VENDORED_DEPS=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=TRUE -DGPUUTIL_CUDA_INCLUDE_SEARCH=OFF" \
+  bash "$work/scripts/gpu_check.sh" --self-test > "$tmp/check.log" 2>&1 || check_rc=$?
+grep -F "[gpu_check.sh]" "$tmp/check.log"
+tail -n 45 "$tmp/check.log"
+build_s=$(sed -n 's/.*build done in \([0-9]*\) s.*/\1/p' "$tmp/check.log")
+[ "$check_rc" = 0 ] || { echo "[dry_run] FAIL: scripts/gpu_check.sh --self-test exited $check_rc (log: $tmp/check.log)" >&2; keep=1; exit 1; }
+[ -f "$out/gpu_check.json" ] || { echo "[dry_run] FAIL: no gpu_check.json under \$OUT" >&2; exit 1; }
 
 fail() { echo "[dry_run] FAIL: $*" >&2; exit 1; }
 bd=$work/build-device
@@ -126,4 +134,4 @@ EOF
 (cd "$work" && PYTHONPATH="$prefix" "$py" -m pytest -q -p no:cacheprovider \
   tests/python/test_live.py tests/python/test_live_faithful.py) || fail "live-path tests against the fake CUPTI"
 
-echo "[dry_run] PASS: device build in ${build_s} s on $(nproc) cores"
+echo "[dry_run] PASS: scripts/gpu_check.sh --self-test from a copy of the working tree; build (core + hook) ${build_s} s on $(nproc) cores"
