@@ -336,6 +336,7 @@ Report analyze_trace(const std::string& name) {
 }
 
 TEST(FindingsRealTraces, SyncHeavyTraceNamesItemAsHostSyncCulprit) {
+  GPUUTIL_REQUIRE_TRACES();
   const Report r = analyze_trace("hta_event_sync_a100.json.gz");
   const Finding* f = find(r.findings, "idle_host_sync");
   ASSERT_NE(f, nullptr) << ::testing::PrintToString(ids(r.findings));
@@ -343,6 +344,7 @@ TEST(FindingsRealTraces, SyncHeavyTraceNamesItemAsHostSyncCulprit) {
 }
 
 TEST(FindingsRealTraces, AlexnetIsHighlyLaunchBound) {
+  GPUUTIL_REQUIRE_TRACES();
   const Report r = analyze_trace("hta_alexnet_a100_sync.json.gz");
   ASSERT_FALSE(r.findings.empty());
   EXPECT_EQ(r.findings[0].id, "idle_launch");
@@ -350,11 +352,13 @@ TEST(FindingsRealTraces, AlexnetIsHighlyLaunchBound) {
 }
 
 TEST(FindingsRealTraces, DistributedTraceHasExposedCommunication) {
+  GPUUTIL_REQUIRE_TRACES();
   const Report r = analyze_trace("hta_sampled_rank0.json.gz");
   EXPECT_NE(find(r.findings, "exposed_communication"), nullptr) << ::testing::PrintToString(ids(r.findings));
 }
 
 TEST(FindingsRealTraces, CompiledTritonTraceIsSilent) {
+  GPUUTIL_REQUIRE_TRACES();
   const Report r = analyze_trace("tracelens_mi300x_torch_compile_triton.json.gz");
   EXPECT_FALSE(r.steps.empty());
   EXPECT_TRUE(r.findings.empty()) << ::testing::PrintToString(ids(r.findings));

@@ -177,6 +177,7 @@ TEST(HostBreakdown, AnalyzeFillsStepHostReports) {
 
 // The identity holds on every real trace, on every step and thread.
 TEST(HostBreakdown, SumsToWallOnEverySharedTrace) {
+  GPUUTIL_REQUIRE_TRACES();
   size_t checked = 0;
   for (const auto& path : test::all_traces()) {
     SCOPED_TRACE(path);

@@ -398,6 +398,7 @@ TEST(ParallelImport, EveryTruncationMatchesSerial) {
 // ---------------------------------------------------------------- real traces
 
 TEST(ParallelImport, EveryRealTraceMatchesSerial) {
+  GPUUTIL_REQUIRE_TRACES();
   const std::vector<std::string> paths = test::all_traces();
   ASSERT_FALSE(paths.empty());
   size_t large = 0;

@@ -22,6 +22,7 @@ using test::trace_path;
 int64_t idle_of(const Breakdown& b, IdleCause c) { return b.idle_ns[static_cast<size_t>(c)]; }
 
 TEST(RealTraces, EveryTraceAnalysesWithExactIdentities) {
+  GPUUTIL_REQUIRE_TRACES();
   const auto paths = all_traces();
   ASSERT_GE(paths.size(), 13u) << "shared traces missing from " << test::traces_dir();
   for (const auto& path : paths) {
@@ -74,6 +75,7 @@ std::string gunzip(const std::string& path) {
 }
 
 TEST(RealTraces, ResnetBusyTimeEqualsIndependentUnionOfDeviceIntervals) {
+  GPUUTIL_REQUIRE_TRACES();
   const auto path = trace_path("kineto_resnet50_nw4_v100.json.gz");
   const auto j = nlohmann::json::parse(gunzip(path));
   std::vector<std::pair<int64_t, int64_t>> work;
@@ -120,6 +122,7 @@ TEST(RealTraces, ResnetBusyTimeEqualsIndependentUnionOfDeviceIntervals) {
 // The healthy 4-worker run: the GPU is mostly busy and the DataLoader
 // explains almost none of the idle time.
 TEST(RealTraces, HealthyResnetRunIsNotInputBound) {
+  GPUUTIL_REQUIRE_TRACES();
   ImportResult imp = import_kineto_file(trace_path("kineto_resnet50_nw4_v100.json.gz"));
   ASSERT_TRUE(imp.ok) << imp.error;
   const Report r = analyze(imp.store);
@@ -137,6 +140,7 @@ TEST(RealTraces, HealthyResnetRunIsNotInputBound) {
 // later, as a slow loader would make it. The GPU drains during the wait, so
 // the added idle time must land in idle_dataloader.
 TEST(RealTraces, StarvedDataloaderRunPutsMostIdleIntoDataloader) {
+  GPUUTIL_REQUIRE_TRACES();
   ImportResult imp = import_kineto_file(trace_path("kineto_resnet50_nw4_v100.json.gz"));
   ASSERT_TRUE(imp.ok) << imp.error;
   EventStore& s = imp.store;

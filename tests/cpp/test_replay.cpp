@@ -31,13 +31,6 @@ const char* const kCudaTracesWithSteps[] = {
     "tracelens_h100_bert_small_inference.json.gz",
 };
 
-std::string traces_missing() {
-  if (!std::filesystem::is_directory(test::traces_dir())) {
-    return "the shared real traces are not here (" + test::traces_dir() + "; see README, 'Real traces')";
-  }
-  return "";
-}
-
 void expect_replay_equals_analyze(const std::string& path, int device_records, int64_t scale = 1) {
   ImportResult in = import_kineto_file(path);
   ASSERT_TRUE(in.ok) << in.error;
@@ -67,7 +60,7 @@ void expect_replay_equals_analyze(const std::string& path, int device_records, i
 class ReplayTrace : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ReplayTrace, LiveStepsEqualOfflineAnalysisExactly) {
-  if (const std::string why = traces_missing(); !why.empty()) GTEST_SKIP() << why;
+  GPUUTIL_REQUIRE_TRACES();
   expect_replay_equals_analyze(test::trace_path(GetParam()), 0);
 }
 
@@ -80,7 +73,7 @@ INSTANTIATE_TEST_SUITE_P(SharedCudaTraces, ReplayTrace, ::testing::ValuesIn(kCud
                          });
 
 TEST(Replay, DeviceRecordsWrittenAtCompletionGiveTheSameSteps) {
-  if (const std::string why = traces_missing(); !why.empty()) GTEST_SKIP() << why;
+  GPUUTIL_REQUIRE_TRACES();
   for (const char* name : {"hta_train_v100_dataloader_nccl_rank1.json.gz", "hta_sampled_rank0.json.gz"}) {
     SCOPED_TRACE(name);
     expect_replay_equals_analyze(test::trace_path(name), 1);
@@ -89,12 +82,12 @@ TEST(Replay, DeviceRecordsWrittenAtCompletionGiveTheSameSteps) {
 
 TEST(Replay, ALongTraceCompressedInTimeEqualsTheSameCompressionAnalysedOffline) {
   // 43 s of AlexNet with CUDA syncs (one whole-trace step), played 5x faster.
-  if (const std::string why = traces_missing(); !why.empty()) GTEST_SKIP() << why;
+  GPUUTIL_REQUIRE_TRACES();
   expect_replay_equals_analyze(test::trace_path("hta_alexnet_a100_sync.json.gz"), 0, 5);
 }
 
 TEST(Replay, EveryCudaTraceWithStepsIsInTheList) {
-  if (const std::string why = traces_missing(); !why.empty()) GTEST_SKIP() << why;
+  GPUUTIL_REQUIRE_TRACES();
   for (const std::string& path : test::all_traces()) {
     ImportResult in = import_kineto_file(path);
     if (!in.ok || in.store.activities.empty() || in.store.steps_source == "whole_trace" ||

@@ -234,6 +234,7 @@ void expect_round_trip_identity(const Report& report) {
 }
 
 TEST(ReportJsonWriter, EverySharedTraceRoundTripsByteIdenticalThroughNlohmann) {
+  GPUUTIL_REQUIRE_TRACES();
   const auto traces = test::all_traces();
   ASSERT_FALSE(traces.empty()) << "no traces in " << test::traces_dir();
   for (const auto& path : traces) {
