@@ -38,18 +38,9 @@ import weakref
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence, Union, overload
 
 from gpuutil import _core
+from gpuutil._buckets import BREAKDOWN_KEYS
 
-_BREAKDOWN_KEYS = (
-    "compute",
-    "communication",
-    "memory",
-    "idle_dataloader",
-    "idle_host_sync",
-    "idle_collective",
-    "idle_launch",
-    "idle_host",
-    "idle_unattributed",
-)
+_BREAKDOWN_KEYS = BREAKDOWN_KEYS
 
 
 class Collector(Protocol):

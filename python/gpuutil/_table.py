@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "unattributed")
+from gpuutil._buckets import IDLE_CAUSES
 _NAME_WIDTH = 60
 
 

@@ -24,7 +24,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "unattributed")
+from gpuutil._buckets import IDLE_CAUSES
 
 #: metric -> (direction, unit, description). direction +1: higher is worse
 #: (times, idle shares); -1: lower is worse (busy share, MFU, efficiency).

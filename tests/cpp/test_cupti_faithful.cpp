@@ -104,7 +104,9 @@ TEST(CuptiFaithful, DataloaderRangeFromTheTorchHookPathAndALaunchFromTheSameThre
   EXPECT_EQ(d.breakdown.total_ns(), d.wall_ns);
   // The gap before the kernel is the DataLoader wait of the launching thread.
   EXPECT_GE(idle(d, IdleCause::kDataloader), 19 * kMs) << out[0].json.substr(0, 2000);
-  EXPECT_LT(idle(d, IdleCause::kHost), 2 * kMs);
+  // Keyed apart, the 20 ms wait would land here; scheduling noise on a busy
+  // machine adds a few ms.
+  EXPECT_LT(idle(d, IdleCause::kHost), 10 * kMs);
 }
 
 TEST(CuptiFaithful, ThreadsAreJoinedByOsTidWhenAnotherToolSwitchedCuptiToOsThreadIds) {

@@ -25,9 +25,9 @@ using nlohmann::ordered_json;
 
 const std::vector<std::string> kBreakdownKeys = {
     "compute",   "communication",  "memory",          "idle_dataloader",  "idle_host_sync",
-    "idle_collective", "idle_launch", "idle_host", "idle_unattributed"};
+    "idle_collective", "idle_launch", "idle_host", "idle_dependency", "idle_unattributed"};
 const std::vector<std::string> kCauseKeys = {"dataloader", "host_sync", "collective",
-                                             "launch",     "host",      "unattributed"};
+                                             "launch",     "host",      "dependency", "unattributed"};
 
 std::vector<std::string> keys_of(const ordered_json& j) {
   std::vector<std::string> out;
@@ -96,7 +96,7 @@ Report full_report() {
   ds.name = "NVIDIA H100 80GB HBM3";
   ds.breakdown = make_breakdown(2000);
   ds.wall_ns = ds.breakdown.total_ns();
-  ds.culprits[5].push_back({"<gap>", 7, 1});
+  ds.culprits[static_cast<size_t>(IdleCause::kUnattributed)].push_back({"<gap>", 7, 1});
   ds.kernels = 84;
   ds.sm_efficiency_est = 0.75;
   ds.achieved_occupancy_est = 0.5;
@@ -144,8 +144,9 @@ TEST(ReportJson, StepAndDeviceKeys) {
   EXPECT_EQ(keys_of(d),
             (std::vector<std::string>{"device", "rank", "name", "wall_ns", "busy_ns", "breakdown_ns", "idle_ns",
                                       "culprits", "kernels", "memcpys", "memsets", "short_kernels",
-                                      "sm_efficiency_est", "achieved_occupancy_est", "memcpy", "communication",
-                                      "top_kernels", "launch_latency_ns", "flops", "peak_flops_per_s", "mfu",
+                                      "sm_efficiency_est", "achieved_occupancy_est", "memcpy", "pageable_memcpy", "communication",
+                                      "top_kernels", "launch_latency_ns", "graph_kernels",
+                                      "graph_launch_latency_ns", "flops", "peak_flops_per_s", "mfu",
                                       "hardware_flops", "hfu", "health"}));
   EXPECT_TRUE(d["health"].is_null());  // no counter samples in this report
   EXPECT_EQ(keys_of(d["breakdown_ns"]), kBreakdownKeys);

@@ -273,7 +273,7 @@ Report planted_report(bool set) {
   d.breakdown.memory_ns = 1;
   d.breakdown.idle_ns[0] = 6;
   d.culprits[0] = {named("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", 6, 1)};
-  d.culprits[5] = {named("bad \xff name\t", 1, std::numeric_limits<uint64_t>::max())};
+  d.culprits[static_cast<size_t>(IdleCause::kUnattributed)] = {named("bad \xff name\t", 1, std::numeric_limits<uint64_t>::max())};
   d.kernels = 3;
   d.memcpys = 1;
   d.short_kernels = 1;

@@ -25,7 +25,8 @@ from conftest import all_traces
 
 BREAKDOWN_KEYS = [
     "compute", "communication", "memory",
-    "idle_dataloader", "idle_host_sync", "idle_collective", "idle_launch", "idle_host", "idle_unattributed",
+    "idle_dataloader", "idle_host_sync", "idle_collective", "idle_launch", "idle_host", "idle_dependency",
+    "idle_unattributed",
 ]
 IDLE_KEYS = [k for k in BREAKDOWN_KEYS if k.startswith("idle_")]
 CAUSES = [k[len("idle_"):] for k in IDLE_KEYS]

@@ -90,6 +90,9 @@ fake_cupti_work work_of(const Plan& p, const DeviceActivity& a) {
   w.shared_memory_bytes = a.shared_memory_bytes;
   w.bytes = a.bytes;
   w.copy_kind = copy_kind(a.direction);
+  if (a.host_pageable) {  // the host side of the copy
+    (a.direction == MemcpyDirection::kDeviceToHost ? w.dst_kind : w.src_kind) = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  }
   w.graph_id = a.graph_id;
   return w;
 }

@@ -47,6 +47,7 @@ struct DeviceActivity {
   ActivityKind kind = ActivityKind::kKernel;
   MemcpyDirection direction = MemcpyDirection::kUnknown;
   bool is_communication = false;  // NCCL/RCCL and similar collective kernels
+  bool host_pageable = false;     // memcpy to or from pageable host memory: the copy call blocks the host
   // Launch configuration (kernels only; zeros when unknown).
   uint32_t grid[3] = {0, 0, 0};
   uint32_t block[3] = {0, 0, 0};
@@ -79,6 +80,7 @@ struct HostApiCall {
   uint32_t thread = 0;  // index into EventStore::threads
   HostApiKind kind = HostApiKind::kOther;
   SyncKind sync = SyncKind::kNone;
+  bool graph = false;  // a CUDA graph launch: many device activities share its correlation id
 };
 
 // Category of a host range, from PyTorch's own names, NVTX or the user.

@@ -22,6 +22,7 @@ int64_t parse_step_number(std::string_view name);
 struct ApiClass {
   HostApiKind kind;
   SyncKind sync;
+  bool graph = false;  // cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch
 };
 // CUDA runtime/driver and HIP names.
 ApiClass classify_api(std::string_view name);

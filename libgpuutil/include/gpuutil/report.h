@@ -26,9 +26,10 @@ enum class IdleCause : uint8_t {
   kCollective,    // host blocked in a collective
   kLaunch,        // GPU waiting on launch latency / a launch-bound host
   kHost,          // host busy with other CPU work
+  kDependency,    // the next work was queued before the gap: it waited on stream/event order or a graph edge
   kUnattributed,  // no host information explains the gap
 };
-inline constexpr int kIdleCauseCount = 6;
+inline constexpr int kIdleCauseCount = 7;
 const char* to_string(IdleCause c);  // "dataloader", "host_sync", ...
 
 struct Breakdown {
@@ -95,11 +96,16 @@ struct DeviceStepReport {
   std::optional<double> achieved_occupancy_est;
   std::array<uint64_t, kMemcpyDirectionCount> memcpy_bytes{};
   std::array<int64_t, kMemcpyDirectionCount> memcpy_ns{};
+  uint64_t pageable_memcpys = 0;       // copies to/from pageable host memory: they block the host
+  uint64_t pageable_memcpy_bytes = 0;
   int64_t communication_total_ns = 0;   // union of communication kernels
   int64_t communication_overlap_ns = 0; // of which overlapped by compute
   std::vector<NamedTime> top_kernels;
-  std::optional<int64_t> launch_latency_p50_ns;
+  std::optional<int64_t> launch_latency_p50_ns;  // launch call -> kernel, kernels not from a CUDA graph
   std::optional<int64_t> launch_latency_p95_ns;
+  uint64_t graph_kernels = 0;                          // kernels from CUDA graphs starting in the window
+  std::optional<int64_t> graph_launch_latency_p50_ns;  // graph launch call -> its first kernel
+  std::optional<int64_t> graph_launch_latency_p95_ns;
   std::optional<double> flops;       // FLOPs attributed to this step
   std::optional<double> peak_flops_per_s;
   std::optional<double> mfu;

@@ -85,6 +85,10 @@ constexpr IdleRule kIdleRules[] = {
     {IdleCause::kHost, "idle_host", "GPU idle while the host does other CPU work",
      "move CPU work off the critical path: fused/foreach optimizers, fewer Python-side ops per step, "
      "torch.compile, or overlap it with device work"},
+    {IdleCause::kDependency, "idle_dependency", "GPU idle with work queued behind a dependency",
+     "the queued work waits on another stream, an event or a graph edge: check cross-stream waits "
+     "(wait_stream/record_stream), split independent work onto streams that can overlap, and make sure no "
+     "blocking copy or collective holds the stream it waits on"},
 };
 
 // Health of one device over the run, folded from its step reports.

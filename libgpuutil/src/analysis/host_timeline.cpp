@@ -131,15 +131,26 @@ HostTimelines build_host_timelines(const EventStore& store) {
   CorrelationIndex launch_by_correlation(store.api_calls);
   for (uint32_t i = 0; i < store.api_calls.size(); ++i) {
     const auto& c = store.api_calls[i];
+    if (c.correlation_id != 0 && c.kind != HostApiKind::kOther) launch_by_correlation.insert(c.correlation_id, i);
+  }
+  // An async copy to or from pageable memory blocks the host like a sync
+  // (the driver stages it through a pinned buffer).
+  std::vector<bool> pageable_copy(store.api_calls.size(), false);
+  for (const auto& a : store.activities) {
+    if (a.kind != ActivityKind::kMemcpy || !a.host_pageable || a.correlation_id == 0) continue;
+    const uint32_t call = launch_by_correlation.find(a.correlation_id);
+    if (call != kNoLaunch && store.api_calls[call].kind == HostApiKind::kAsyncCopy) pageable_copy[call] = true;
+  }
+  for (uint32_t i = 0; i < store.api_calls.size(); ++i) {
+    const auto& c = store.api_calls[i];
     out.threads[c.thread].has_events = true;
-    if (c.kind == HostApiKind::kSynchronize || c.kind == HostApiKind::kBlockingCopy) {
+    if (c.kind == HostApiKind::kSynchronize || c.kind == HostApiKind::kBlockingCopy || pageable_copy[i]) {
       // Name a sync by the outermost op that issued it (aten::item, aten::to)
       // when there is one; the API name otherwise.
       const auto& ops = out.threads[c.thread].ops;
       const long op = find_containing(ops, c.start_ns);
       raw[c.thread].sync.push_back({c.start_ns, c.end_ns, op >= 0 ? ops[op].name : c.name});
     }
-    if (c.correlation_id != 0 && c.kind != HostApiKind::kOther) launch_by_correlation.insert(c.correlation_id, i);
   }
   for (size_t i = 0; i < n_threads; ++i) {
     out.threads[i].dataloader = merge_named(std::move(raw[i].dataloader));

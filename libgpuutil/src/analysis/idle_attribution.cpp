@@ -2,6 +2,7 @@
 #include "analysis/idle_attribution.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 namespace gpuutil {
@@ -86,15 +87,102 @@ void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_
   }
 }
 
+// The next work was queued before the gap began: the GPU was not waiting
+// for a launch but for what the queued work depends on. Whatever the host
+// was blocked in explains it when there is something: a sync or blocking
+// copy on any thread (idle_host_sync), else a collective (idle_collective);
+// otherwise idle_dependency, culprit = the call that queued the work.
+void split_by_dependency(const HostTimelines& host, NameId queued_by, int64_t a, int64_t b, IdleAccount& out) {
+  int64_t cur = a;
+  while (cur < b) {
+    int64_t next = b;
+    const NamedInterval* sync = nullptr;
+    const NamedInterval* collective = nullptr;
+    for (const auto& th : host.threads) {
+      if (!th.has_events) continue;
+      next = std::min({next, next_change(th.sync, cur), next_change(th.collective, cur)});
+      const long s = find_containing(th.sync, cur);
+      if (s >= 0 && sync == nullptr) sync = &th.sync[s];
+      const long c = find_containing(th.collective, cur);
+      if (c >= 0 && collective == nullptr) collective = &th.collective[c];
+    }
+    const int64_t end = std::min(next, b);
+    if (sync != nullptr) {
+      credit(out, IdleCause::kHostSync, sync->name, cur, end);
+    } else if (collective != nullptr) {
+      credit(out, IdleCause::kCollective, collective->name, cur, end);
+    } else {
+      credit(out, IdleCause::kDependency, queued_by, cur, end);
+    }
+    cur = end;
+  }
+}
+
+// What the window itself says, decided by the window alone so that a live
+// step (whose store holds only recent events) and the offline analysis of
+// the whole trace agree:
+// - thread: the thread that launched most of the device's work starting in
+//   [lo, hi); -1 when none of it has a known launch;
+// - submit_floor_ns: the shortest launch-call-start -> work-start time seen
+//   in the window, for plain launches [0] and graph launches [1]: how long
+//   the device takes to pick up work it was not held from. Work queued
+//   before a gap could not have started earlier than that. -1 = none seen.
+struct WindowFacts {
+  int64_t thread = -1;
+  std::array<int64_t, 2> submit_floor_ns{-1, -1};
+};
+
+bool from_graph(const DeviceActivity& a, const HostApiCall& call) { return a.graph_id != 0 || call.graph; }
+
+WindowFacts window_facts(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host, int64_t lo,
+                         int64_t hi) {
+  WindowFacts f;
+  const auto& acts = store.activities;
+  std::vector<std::pair<uint32_t, uint32_t>> counts;  // (thread, launches): a handful of threads
+  auto it = std::lower_bound(tl.by_start.begin(), tl.by_start.end(), lo,
+                             [&](uint32_t i, int64_t t) { return acts[i].start_ns < t; });
+  for (; it != tl.by_start.end() && acts[*it].start_ns < hi; ++it) {
+    const uint32_t launch = host.launch_of[*it];
+    if (launch == kNoLaunch) continue;
+    const auto& call = store.api_calls[launch];
+    const int64_t latency_ns = acts[*it].start_ns - call.start_ns;
+    if (latency_ns >= 0) {
+      int64_t& floor_ns = f.submit_floor_ns[from_graph(acts[*it], call) ? 1 : 0];
+      floor_ns = floor_ns < 0 ? latency_ns : std::min(floor_ns, latency_ns);
+    }
+    const uint32_t thread = call.thread;
+    auto c = std::find_if(counts.begin(), counts.end(), [thread](const auto& p) { return p.first == thread; });
+    if (c == counts.end()) {
+      counts.emplace_back(thread, 1);
+    } else {
+      ++c->second;
+    }
+  }
+  uint32_t best_n = 0;
+  for (const auto& [thread, n] : counts) {
+    if (n > best_n || (n == best_n && thread < f.thread)) {
+      f.thread = thread;
+      best_n = n;
+    }
+  }
+  return f;
+}
+
 void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host,
-                   int64_t fallback_thread, int64_t a, int64_t b, int64_t hi_ns, IdleAccount& out) {
+                   const WindowFacts& facts, int64_t fallback_thread, int64_t a, int64_t b, int64_t hi_ns,
+                   IdleAccount& out) {
   const auto& acts = store.activities;
   int64_t thread = -1;
   int64_t launch_from = kNever;
   NameId launch_name = kNoName;
-  // The work that ends the gap: first activity starting at or after b.
+  // The work that ends the gap: the activities starting first at or after b.
+  // Several may start at the same instant (1 us trace resolution); the one
+  // whose enqueuing call returned last decides, so the answer does not
+  // depend on the order records arrived in.
   const auto first = std::lower_bound(tl.by_start.begin(), tl.by_start.end(), b,
                                       [&](uint32_t i, int64_t t) { return acts[i].start_ns < t; });
+  const HostApiCall* next_call = nullptr;
+  bool next_from_graph = false;
   for (auto it = first; it != tl.by_start.end() && acts[*it].start_ns == acts[*first].start_ns; ++it) {
     const uint32_t launch = host.launch_of[*it];
     if (launch == kNoLaunch) continue;
@@ -103,12 +191,32 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
     // the host had not asked for it yet. (It also may not have arrived when
     // a live step is reported, so the step's result must not depend on it.)
     if (call.start_ns >= hi_ns) continue;
-    thread = call.thread;
+    if (next_call == nullptr || call.end_ns > next_call->end_ns ||
+        (call.end_ns == next_call->end_ns &&
+         (call.start_ns < next_call->start_ns ||
+          (call.start_ns == next_call->start_ns && call.thread < next_call->thread)))) {
+      next_call = &call;
+      next_from_graph = from_graph(acts[*it], call);
+    }
+  }
+  if (next_call != nullptr) {
+    const auto& call = *next_call;
     const auto& ops = host.threads[call.thread].ops;
     const long op = find_containing(ops, call.start_ns);
-    launch_from = op >= 0 ? ops[op].start_ns : call.start_ns;
     launch_name = op >= 0 ? ops[op].name : call.name;
-    break;
+    if (call.end_ns <= a) {
+      // Queued before the gap began (HTA's host-wait test: the enqueuing
+      // call had returned). Until the device could have picked it up (the
+      // window's fastest launch-to-start) it was still being submitted:
+      // launch. After that it waited on a dependency, not on a launch.
+      const int64_t floor_ns = std::max<int64_t>(0, facts.submit_floor_ns[next_from_graph ? 1 : 0]);
+      const int64_t ready_ns = std::clamp(call.start_ns + floor_ns, a, b);
+      credit(out, IdleCause::kLaunch, launch_name, a, ready_ns);
+      split_by_dependency(host, call.name, ready_ns, b, out);
+      return;
+    }
+    thread = call.thread;
+    launch_from = op >= 0 ? ops[op].start_ns : call.start_ns;
   }
   if (thread < 0) thread = fallback_thread;
   int64_t host_end = b;
@@ -124,45 +232,14 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
   split_by_host_state(host.threads[thread], a, a, host_end, out);
 }
 
-// The thread that launched most of the device's work starting in [lo, hi);
-// -1 when none of it has a known launch. Decided by the window alone, so a
-// live step (whose store holds only recent events) and the offline analysis
-// of the whole trace choose the same thread.
-int64_t window_launch_thread(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host, int64_t lo,
-                             int64_t hi) {
-  const auto& acts = store.activities;
-  std::vector<std::pair<uint32_t, uint32_t>> counts;  // (thread, launches): a handful of threads
-  auto it = std::lower_bound(tl.by_start.begin(), tl.by_start.end(), lo,
-                             [&](uint32_t i, int64_t t) { return acts[i].start_ns < t; });
-  for (; it != tl.by_start.end() && acts[*it].start_ns < hi; ++it) {
-    const uint32_t launch = host.launch_of[*it];
-    if (launch == kNoLaunch) continue;
-    const uint32_t thread = store.api_calls[launch].thread;
-    auto c = std::find_if(counts.begin(), counts.end(), [thread](const auto& p) { return p.first == thread; });
-    if (c == counts.end()) {
-      counts.emplace_back(thread, 1);
-    } else {
-      ++c->second;
-    }
-  }
-  int64_t best = -1;
-  uint32_t best_n = 0;
-  for (const auto& [thread, n] : counts) {
-    if (n > best_n || (n == best_n && thread < best)) {
-      best = thread;
-      best_n = n;
-    }
-  }
-  return best;
-}
-
 }  // namespace
 
 void attribute_idle(const EventStore& store, const DeviceTimeline& device, const HostTimelines& host,
                     int64_t fallback_thread, int64_t lo_ns, int64_t hi_ns, IdleAccount& out) {
   // Gaps whose next work has no known launch are explained by the window's
   // main launching thread, else the device's, else the caller's fallback.
-  int64_t fallback = window_launch_thread(store, device, host, lo_ns, hi_ns);
+  const WindowFacts facts = window_facts(store, device, host, lo_ns, hi_ns);
+  int64_t fallback = facts.thread;
   if (fallback < 0) {
     auto m = host.main_thread_by_device.find(device.device);
     fallback = m != host.main_thread_by_device.end() ? m->second : fallback_thread;
@@ -170,7 +247,7 @@ void attribute_idle(const EventStore& store, const DeviceTimeline& device, const
   int64_t cur = lo_ns;
   for (size_t i = first_ending_after(device.busy, lo_ns); cur < hi_ns; ++i) {
     const int64_t gap_end = (i < device.busy.size()) ? std::min(device.busy[i].start_ns, hi_ns) : hi_ns;
-    if (gap_end > cur) attribute_gap(store, device, host, fallback, cur, gap_end, hi_ns, out);
+    if (gap_end > cur) attribute_gap(store, device, host, facts, fallback, cur, gap_end, hi_ns, out);
     if (i >= device.busy.size()) break;
     cur = std::max(cur, device.busy[i].end_ns);
   }

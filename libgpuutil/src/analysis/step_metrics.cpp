@@ -76,7 +76,8 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
     return e.occupancy;
   };
   std::unordered_map<NameId, NamedTime> kernel_time;
-  std::vector<int64_t> latencies_ns;
+  std::vector<int64_t> latencies_ns, graph_latencies_ns;
+  std::vector<uint32_t> graph_launches_seen;  // a graph's first kernel gives its launch latency
   const auto& acts = store.activities;
   for (size_t k = first_candidate(tl, store, lo_ns); k < tl.by_start.size(); ++k) {
     const uint32_t index = tl.by_start[k];
@@ -89,9 +90,20 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
       if (starts_here) {
         ++out.kernels;
         if (a.duration_ns() < options.short_kernel_threshold_ns) ++out.short_kernels;
-        if (host.launch_of[index] != kNoLaunch) {
-          const int64_t lat = a.start_ns - store.api_calls[host.launch_of[index]].start_ns;
-          if (lat >= 0) latencies_ns.push_back(lat);
+        const uint32_t launch = host.launch_of[index];
+        const bool graph = a.graph_id != 0 || (launch != kNoLaunch && store.api_calls[launch].graph);
+        if (graph) ++out.graph_kernels;
+        if (launch != kNoLaunch) {
+          // Every kernel of a graph carries the graph launch's correlation
+          // id: only its first kernel measures the launch.
+          const int64_t lat = a.start_ns - store.api_calls[launch].start_ns;
+          if (!graph) {
+            if (lat >= 0) latencies_ns.push_back(lat);
+          } else if (std::find(graph_launches_seen.begin(), graph_launches_seen.end(), launch) ==
+                     graph_launches_seen.end()) {
+            graph_launches_seen.push_back(launch);
+            if (lat >= 0) graph_latencies_ns.push_back(lat);
+          }
         }
       }
       auto& kt = kernel_time[a.name];
@@ -113,6 +125,10 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
         const auto d = static_cast<size_t>(a.direction);
         out.memcpy_bytes[d] += a.bytes;
         out.memcpy_ns[d] += a.duration_ns();
+        if (a.host_pageable) {
+          ++out.pageable_memcpys;
+          out.pageable_memcpy_bytes += a.bytes;
+        }
       } else {
         ++out.memsets;
       }
@@ -127,6 +143,10 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
   if (!latencies_ns.empty()) {
     out.launch_latency_p50_ns = percentile(latencies_ns, 0.50);
     out.launch_latency_p95_ns = percentile(latencies_ns, 0.95);
+  }
+  if (!graph_latencies_ns.empty()) {
+    out.graph_launch_latency_p50_ns = percentile(graph_latencies_ns, 0.50);
+    out.graph_launch_latency_p95_ns = percentile(graph_latencies_ns, 0.95);
   }
   return sums;
 }

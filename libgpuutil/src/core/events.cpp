@@ -38,6 +38,7 @@ const char* to_string(IdleCause c) {
     case IdleCause::kCollective: return "collective";
     case IdleCause::kLaunch: return "launch";
     case IdleCause::kHost: return "host";
+    case IdleCause::kDependency: return "dependency";
     case IdleCause::kUnattributed: return "unattributed";
   }
   return "unknown";

@@ -154,7 +154,7 @@ ApiClass classify_api(std::string_view name) {
   if (contains(stem, "WaitEvent") || contains(stem, "Query")) return kOtherApi;
 
   // --- Launches: kernels, cooperative kernels, graphs.
-  if (stem == "GraphLaunch") return {HostApiKind::kLaunch, SyncKind::kNone};
+  if (stem == "GraphLaunch") return {HostApiKind::kLaunch, SyncKind::kNone, true};
   if (contains(stem, "Launch") && contains(stem, "Kernel")) return {HostApiKind::kLaunch, SyncKind::kNone};
   if (stem == "LaunchGrid" || stem == "LaunchGridAsync") return {HostApiKind::kLaunch, SyncKind::kNone};
 

@@ -184,6 +184,11 @@ void device_step_json(JsonWriter& w, const DeviceStepReport& d) {
   optional_double(w, d.achieved_occupancy_est);
   w.key("memcpy");
   memcpy_json(w, d);
+  w.key("pageable_memcpy");
+  w.begin_object();
+  w.member("count", d.pageable_memcpys);
+  w.member("bytes", d.pageable_memcpy_bytes);
+  w.end_object();
   w.key("communication");
   w.begin_object();
   w.member("total_ns", d.communication_total_ns);
@@ -200,6 +205,14 @@ void device_step_json(JsonWriter& w, const DeviceStepReport& d) {
   optional_int(w, d.launch_latency_p50_ns);
   w.key("p95");
   optional_int(w, d.launch_latency_p95_ns);
+  w.end_object();
+  w.member("graph_kernels", d.graph_kernels);
+  w.key("graph_launch_latency_ns");
+  w.begin_object();
+  w.key("p50");
+  optional_int(w, d.graph_launch_latency_p50_ns);
+  w.key("p95");
+  optional_int(w, d.graph_launch_latency_p95_ns);
   w.end_object();
   w.key("flops");
   optional_double(w, d.flops);

@@ -19,7 +19,7 @@ from __future__ import annotations
 import html
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "unattributed")
+from gpuutil._buckets import IDLE_CAUSES
 BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
 COLORS: Dict[str, str] = {
     "compute": "#2e7d32",
@@ -30,6 +30,7 @@ COLORS: Dict[str, str] = {
     "idle_collective": "#00838f",
     "idle_launch": "#f9a825",
     "idle_host": "#8d6e63",
+    "idle_dependency": "#5c6bc0",
     "idle_unattributed": "#9e9e9e",
 }
 LINE_COLORS: Dict[str, str] = {

@@ -19,7 +19,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the packag
     raise ImportError("gpuutil.export.otel needs the 'opentelemetry-api' package (pip install "
                       "opentelemetry-api opentelemetry-sdk)") from e
 
-IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "unattributed")
+from gpuutil._buckets import IDLE_CAUSES
 _BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
 
 

@@ -27,7 +27,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "unattributed")
+from gpuutil._buckets import IDLE_CAUSES
 _BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

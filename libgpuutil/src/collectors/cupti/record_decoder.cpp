@@ -145,6 +145,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       a.bytes = m->bytes;
       a.kind = ActivityKind::kMemcpy;
       a.direction = direction(m->copyKind);
+      a.host_pageable = m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE || m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
       a.graph_id = m->graphId;
       track_device(m->correlationId, m->streamId);
       store(a);
@@ -175,6 +176,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       c.thread = thread(r->threadId);
       c.kind = n.cls.kind;
       c.sync = n.cls.sync;
+      c.graph = n.cls.graph;
       if (tracker_ != nullptr) {
         if (n.role.expects_record) tracker_->on_enqueue(r->correlationId, c.start_ns, r->threadId, n.role.graph_launch);
         if (n.role.capture == CaptureMark::kBegin) tracker_->on_capture_begin(r->threadId, c.start_ns);

@@ -244,6 +244,8 @@ void KinetoMapper::device_event(const RawEvent& e, EventClass cls, int64_t start
       act.kind = ActivityKind::kMemcpy;
       act.direction = direction_from(e.name);
       if (act.direction == MemcpyDirection::kUnknown) act.direction = direction_from(a.kind);
+      // Kineto names the memory kinds: "Memcpy HtoD (Pageable -> Device)".
+      act.host_pageable = e.name.find("Pageable") != std::string_view::npos;
       break;
     default:
       act.kind = ActivityKind::kMemset;
@@ -297,6 +299,7 @@ void KinetoMapper::api_event(const RawEvent& e, uint32_t thread, int64_t start_n
   const ApiClass api = api_class(call.name, e.name);
   call.kind = api.kind;
   call.sync = api.sync;
+  call.graph = api.graph;
   if (starts_with(e.name, "hip")) rocm_ = true;
   store_->api_calls.push_back(call);
 }
