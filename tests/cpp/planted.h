@@ -89,7 +89,35 @@ class Planted {
     const ApiClass k = classify_api(name);
     c.kind = k.kind;
     c.sync = k.sync;
+    c.graph = k.graph;
     store_.api_calls.push_back(c);
+    return *this;
+  }
+
+  // A host API call that enqueues work; returns its correlation id for the
+  // device records it produced (kernel_of, memcpy_of).
+  uint64_t enqueue(const std::string& api_name, double start_us, double end_us, uint32_t thread = 0) {
+    const uint64_t corr = ++next_corr_;
+    api(api_name, start_us, end_us, thread, corr);
+    return corr;
+  }
+
+  // A kernel enqueued by the call with correlation id `corr`.
+  Planted& kernel_of(uint64_t corr, const std::string& name, double start_us, double end_us, int32_t stream = 7) {
+    kernel(name, start_us, end_us, -1, 0, 0, stream);
+    store_.activities.back().correlation_id = corr;
+    return *this;
+  }
+
+  // A copy enqueued by the call with correlation id `corr`; `pageable` when
+  // its host side is pageable memory.
+  Planted& memcpy_of(uint64_t corr, double start_us, double end_us, MemcpyDirection dir, uint64_t bytes,
+                     bool pageable, int32_t stream = 7) {
+    memcpy(start_us, end_us, dir, bytes);
+    auto& a = store_.activities.back();
+    a.correlation_id = corr;
+    a.host_pageable = pageable;
+    a.stream = stream;
     return *this;
   }
 

@@ -20,3 +20,24 @@ def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     assert "scripts/test.sh" in readme and "scripts/demo.sh" in readme
     assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_resnet_output_is_what_gpuutil_analyze_prints_today():
+    """The README's worked example is a real run of the CLI, not prose."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    trace = ROOT.parent / "shared" / "traces" / "kineto_resnet50_nw4_v100.json.gz"
+    if not trace.exists():
+        pytest.skip(f"the shared real traces are not at {trace.parent} (a clone without ../shared)")
+    readme = (ROOT / "README.md").read_text()
+    first = "Trace ../shared/traces/kineto_resnet50_nw4_v100.json.gz"
+    last = "info: flops_unknown (1): no FLOP count for the steps: MFU is null"
+    block = readme[readme.index(first):readme.index(last) + len(last)]
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuutil", "analyze", "../shared/traces/kineto_resnet50_nw4_v100.json.gz"],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    ).stdout
+    assert out.strip() == block.strip(), "README's ResNet-50 output is stale: rerun the command and paste it"

@@ -94,8 +94,9 @@ enum class RangeCategory : uint8_t {
   kOptimizer,
   kHostSync,    // an op that blocks on the device (aten::item, ...)
   kCollective,  // host side of a collective (nccl:*, record_param_comms, c10d)
+  kPython,      // a Python frame (Kineto python_function): names host time no range covers
 };
-inline constexpr int kRangeCategoryCount = 9;
+inline constexpr int kRangeCategoryCount = 10;
 const char* to_string(RangeCategory c);
 
 // A named interval on one host thread. Ranges on a thread nest properly in

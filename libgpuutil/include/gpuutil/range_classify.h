@@ -16,6 +16,11 @@ namespace gpuutil {
 // kOp unless the name has a specific meaning (aten::item -> kHostSync, ...).
 RangeCategory classify_range(std::string_view name, bool is_op);
 
+// True for coarse phase ranges that give context but never explain host
+// time by themselves: "## forward ##"-style pipeline phases (no ':' inside;
+// gpuutil's own "## host_sync: Tensor.cpu ##" is specific) and step ranges.
+bool is_phase_range(std::string_view name);
+
 // Returns the step number for "ProfilerStep#N" (or "gpuutil.step#N"), else -1.
 int64_t parse_step_number(std::string_view name);
 

@@ -57,15 +57,15 @@ double flops_in(const std::vector<std::pair<int64_t, double>>& f, int64_t lo, in
   return sum;
 }
 
-std::vector<NamedTime> top_culprits(const std::unordered_map<NameId, CulpritTally>& m, const NameTable& names,
+std::vector<NamedTime> top_culprits(const std::unordered_map<CulpritKey, CulpritTally>& m, const EventStore& store,
                                     size_t n) {
-  std::vector<std::pair<NameId, CulpritTally>> v(m.begin(), m.end());
+  std::vector<std::pair<CulpritKey, CulpritTally>> v(m.begin(), m.end());
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
     return a.second.ns != b.second.ns ? a.second.ns > b.second.ns : a.first < b.first;
   });
   std::vector<NamedTime> out;
   for (size_t i = 0; i < v.size() && i < n; ++i) {
-    out.push_back({std::string(names.view(v[i].first)), v[i].second.ns, v[i].second.count});
+    out.push_back({culprit_name(store, v[i].first), v[i].second.ns, v[i].second.count});
   }
   return out;
 }
@@ -172,7 +172,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         IdleAccount idle;
         attribute_idle(s, tl, host, fallback, w.start_ns, w.end_ns, idle);
         b.idle_ns = idle.idle_ns;
-        for (int c = 0; c < kIdleCauseCount; ++c) d.culprits[c] = top_culprits(idle.culprits[c], s.names, options.top_n);
+        for (int c = 0; c < kIdleCauseCount; ++c) d.culprits[c] = top_culprits(idle.culprits[c], s, options.top_n);
         d.communication_total_ns = covered_ns(tl.communication, w.start_ns, w.end_ns);
         d.communication_overlap_ns = d.communication_total_ns - b.communication_ns;
         const StepMetricSums sums =
@@ -208,7 +208,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         t.summary.kernels += d.kernels;
         for (int c = 0; c < kIdleCauseCount; ++c) {
           for (const auto& [name, tally] : idle.culprits[c]) {
-            auto& n = t.culprits[c][std::string(s.names.view(name))];
+            auto& n = t.culprits[c][culprit_name(s, name)];
             n.ns += tally.ns;
             n.count += tally.count;
           }

@@ -13,6 +13,8 @@
 #include <limits>
 #include <tuple>
 
+#include "analysis/blocking_calls.h"
+
 namespace gpuutil {
 
 const char* to_string(HostCategory c) {
@@ -38,7 +40,8 @@ HostCategory host_category(RangeCategory c) {
     case RangeCategory::kCollective: return HostCategory::kCollective;
     case RangeCategory::kOp:
     case RangeCategory::kAnnotation:
-    case RangeCategory::kStep: return HostCategory::kOther;
+    case RangeCategory::kStep:
+    case RangeCategory::kPython: return HostCategory::kOther;
   }
   return HostCategory::kOther;
 }
@@ -74,6 +77,7 @@ Key active_key(int64_t start_ns, int64_t end_ns, uint32_t i) { return {start_ns,
 HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store), by_thread_(store.threads.size()) {
   // Per thread, references to the store's ranges and blocking API calls (not
   // copies: a long run has millions of ranges per thread).
+  const std::vector<uint8_t> blocking = blocking_api_calls(store);
   auto slot = [this](uint32_t thread) -> std::vector<Ref>& {
     if (thread >= by_thread_.size()) by_thread_.resize(thread + 1);
     return by_thread_[thread];
@@ -86,8 +90,8 @@ HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store),
       ++n[t];
     };
     for (const auto& r : store.ranges) bump(r.thread);
-    for (const auto& c : store.api_calls) {
-      if (c.kind == HostApiKind::kSynchronize || c.kind == HostApiKind::kBlockingCopy) bump(c.thread);
+    for (size_t i = 0; i < store.api_calls.size(); ++i) {
+      if (blocking[i]) bump(store.api_calls[i].thread);
     }
     for (size_t t = 0; t < n.size(); ++t) slot(static_cast<uint32_t>(t)).reserve(n[t]);
   }
@@ -96,7 +100,8 @@ HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store),
   max_duration_ns_.assign(by_thread_.size(), 0);
   for (uint32_t i = 0; i < store.ranges.size(); ++i) {
     const auto& r = store.ranges[i];
-    if (r.category == RangeCategory::kStep || r.end_ns <= r.start_ns) continue;
+    // Steps are the window, Python frames only name time (idle culprits).
+    if (r.category == RangeCategory::kStep || r.category == RangeCategory::kPython || r.end_ns <= r.start_ns) continue;
     slot(r.thread).push_back({i, false});
     if (r.start_ns < last_start[r.thread]) unsorted[r.thread] = 1;
     last_start[r.thread] = r.start_ns;
@@ -108,7 +113,7 @@ HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store),
   for (uint32_t i = 0; i < store.api_calls.size(); ++i) {
     const auto& c = store.api_calls[i];
     if (c.end_ns <= c.start_ns) continue;
-    if (c.kind != HostApiKind::kSynchronize && c.kind != HostApiKind::kBlockingCopy) continue;
+    if (!blocking[i]) continue;
     slot(c.thread).push_back({i, true});
     if (c.start_ns < last_api_start[c.thread]) unsorted[c.thread] = 1;
     last_api_start[c.thread] = c.start_ns;

@@ -2,7 +2,12 @@
 #include "analysis/host_timeline.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+
+#include "analysis/blocking_calls.h"
+#include "analysis/correlation_index.h"
+#include "gpuutil/range_classify.h"
 
 namespace gpuutil {
 
@@ -30,46 +35,52 @@ NamedIntervalList merge_named(std::vector<NamedInterval> raw) {
   return raw;
 }
 
-// correlation id -> api call index. CUPTI and Kineto hand out correlation
-// ids densely, so a flat table indexed by (id - min) is the fast path; a
-// hash map covers sparse ids.
-class CorrelationIndex {
- public:
-  explicit CorrelationIndex(const std::vector<HostApiCall>& calls) {
-    uint64_t lo = UINT64_MAX, hi = 0;
-    size_t n = 0;
-    for (const auto& c : calls) {
-      if (c.correlation_id == 0) continue;
-      lo = std::min(lo, c.correlation_id);
-      hi = std::max(hi, c.correlation_id);
-      ++n;
+// The innermost of possibly nested intervals at every instant: disjoint,
+// sorted pieces, each named by the latest-starting interval still open.
+// Tolerates improper overlap (an inner range outliving its parent).
+NamedIntervalList innermost_named(std::vector<NamedInterval> raw) {
+  raw.erase(std::remove_if(raw.begin(), raw.end(), [](const NamedInterval& i) { return i.end_ns <= i.start_ns; }),
+            raw.end());
+  const auto outer_first = [](const NamedInterval& a, const NamedInterval& b) {
+    return a.start_ns < b.start_ns || (a.start_ns == b.start_ns && a.end_ns > b.end_ns);
+  };
+  if (!std::is_sorted(raw.begin(), raw.end(), outer_first)) std::stable_sort(raw.begin(), raw.end(), outer_first);
+  NamedIntervalList out;
+  out.reserve(raw.size());
+  std::vector<NamedInterval> open;  // nesting stack, innermost last
+  int64_t cur = std::numeric_limits<int64_t>::min();
+  const auto emit = [&](int64_t to) {
+    if (!open.empty() && to > cur) {
+      const NameId name = open.back().name;
+      if (!out.empty() && out.back().end_ns == cur && out.back().name == name) {
+        out.back().end_ns = to;
+      } else {
+        out.push_back({cur, to, name});
+      }
     }
-    if (n > 0 && hi - lo < 4 * n + 4096) {
-      base_ = lo;
-      flat_.assign(hi - lo + 1, kNoLaunch);
-    } else {
-      sparse_.reserve(n);
+    cur = std::max(cur, to);
+  };
+  // Advance to t: close every interval that ends by t, naming the time
+  // before each end by the interval then innermost.
+  const auto advance = [&](int64_t t) {
+    while (!open.empty()) {
+      if (open.back().end_ns <= cur) {
+        open.pop_back();  // ended under an interval that outlived it
+        continue;
+      }
+      if (open.back().end_ns > t) break;
+      emit(open.back().end_ns);
+      open.pop_back();
     }
+    emit(t);
+  };
+  for (const auto& r : raw) {
+    advance(r.start_ns);
+    open.push_back(r);
   }
-  void insert(uint64_t id, uint32_t index) {
-    if (!flat_.empty()) {
-      flat_[id - base_] = index;
-    } else {
-      sparse_.emplace(id, index);
-    }
-  }
-  uint32_t find(uint64_t id) const {
-    if (!flat_.empty()) return (id >= base_ && id - base_ < flat_.size()) ? flat_[id - base_] : kNoLaunch;
-    auto it = sparse_.find(id);
-    return it == sparse_.end() ? kNoLaunch : it->second;
-  }
-  bool empty() const { return flat_.empty() && sparse_.empty(); }
-
- private:
-  uint64_t base_ = 0;
-  std::vector<uint32_t> flat_;
-  std::unordered_map<uint64_t, uint32_t> sparse_;
-};
+  advance(std::numeric_limits<int64_t>::max());
+  return out;
+}
 
 }  // namespace
 
@@ -93,7 +104,7 @@ HostTimelines build_host_timelines(const EventStore& store) {
   out.threads.resize(n_threads);
 
   struct Raw {
-    std::vector<NamedInterval> ops, dataloader, collective, sync, annotations;
+    std::vector<NamedInterval> ops, dataloader, collective, sync, leaf, python, phases;
   };
   std::vector<Raw> raw(n_threads);
   {
@@ -104,47 +115,47 @@ HostTimelines build_host_timelines(const EventStore& store) {
     }
     for (size_t t = 0; t < n_threads; ++t) {
       raw[t].ops.reserve(ops[t]);
-      raw[t].annotations.reserve(others[t]);
+      raw[t].leaf.reserve(ops[t] + others[t]);
     }
   }
   for (const auto& r : store.ranges) {
     auto& t = raw[r.thread];
     out.threads[r.thread].has_events = true;
     const NamedInterval iv{r.start_ns, r.end_ns, r.name};
+    if (r.category == RangeCategory::kPython) {
+      t.python.push_back(iv);
+      continue;
+    }
+    if (r.category != RangeCategory::kStep && r.name != kNoName) {
+      (is_phase_range(store.names.view(r.name)) ? t.phases : t.leaf).push_back(iv);
+    }
     switch (r.category) {
-      case RangeCategory::kStep: continue;  // the window itself, not a state
-      case RangeCategory::kOp: t.ops.push_back(iv); continue;
+      case RangeCategory::kOp: t.ops.push_back(iv); break;
       case RangeCategory::kHostSync:
         t.ops.push_back(iv);
         t.sync.push_back(iv);
-        continue;
+        break;
       case RangeCategory::kDataloader: t.dataloader.push_back(iv); break;
       case RangeCategory::kCollective: t.collective.push_back(iv); break;
-      default: break;
+      default: break;  // steps are the window; other ranges only name time (leaf, phases)
     }
-    t.annotations.push_back(iv);
   }
   for (size_t i = 0; i < n_threads; ++i) {
     out.threads[i].ops = merge_named(std::move(raw[i].ops));
-    out.threads[i].annotations = merge_named(std::move(raw[i].annotations));
+    out.threads[i].leaf = innermost_named(std::move(raw[i].leaf));
+    out.threads[i].python = innermost_named(std::move(raw[i].python));
+    out.threads[i].phases = innermost_named(std::move(raw[i].phases));
   }
   CorrelationIndex launch_by_correlation(store.api_calls);
   for (uint32_t i = 0; i < store.api_calls.size(); ++i) {
     const auto& c = store.api_calls[i];
     if (c.correlation_id != 0 && c.kind != HostApiKind::kOther) launch_by_correlation.insert(c.correlation_id, i);
   }
-  // An async copy to or from pageable memory blocks the host like a sync
-  // (the driver stages it through a pinned buffer).
-  std::vector<bool> pageable_copy(store.api_calls.size(), false);
-  for (const auto& a : store.activities) {
-    if (a.kind != ActivityKind::kMemcpy || !a.host_pageable || a.correlation_id == 0) continue;
-    const uint32_t call = launch_by_correlation.find(a.correlation_id);
-    if (call != kNoLaunch && store.api_calls[call].kind == HostApiKind::kAsyncCopy) pageable_copy[call] = true;
-  }
+  const std::vector<uint8_t> blocking = blocking_api_calls(store, launch_by_correlation);
   for (uint32_t i = 0; i < store.api_calls.size(); ++i) {
     const auto& c = store.api_calls[i];
     out.threads[c.thread].has_events = true;
-    if (c.kind == HostApiKind::kSynchronize || c.kind == HostApiKind::kBlockingCopy || pageable_copy[i]) {
+    if (blocking[i]) {
       // Name a sync by the outermost op that issued it (aten::item, aten::to)
       // when there is one; the API name otherwise.
       const auto& ops = out.threads[c.thread].ops;

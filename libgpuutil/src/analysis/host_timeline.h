@@ -8,14 +8,18 @@
 //   sync        host blocked on the device: host-sync ops (aten::item) and
 //               synchronize / blocking-copy API calls, named by the
 //               outermost op that issued them
-//   annotations outermost non-op ranges (annotations, optimizer, ...);
-//               with `ops` they name the culprit for plain host time
+// and, to name plain host time, the innermost range covering each instant:
+//   leaf        innermost op or range that is not a coarse phase
+//               (is_phase_range) and has a name
+//   python      innermost Python frame (Kineto python_function)
+//   phases      innermost coarse phase ("## forward ##"), context only
 #pragma once
 
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/correlation_index.h"
 #include "gpuutil/events.h"
 
 namespace gpuutil {
@@ -32,7 +36,6 @@ long find_containing(const NamedIntervalList& list, int64_t t_ns);
 // Index of the first interval with end_ns > t_ns.
 size_t first_ending_after(const NamedIntervalList& list, int64_t t_ns);
 
-inline constexpr uint32_t kNoLaunch = 0xffffffffu;
 
 struct HostThreadTimeline {
   bool has_events = false;
@@ -40,7 +43,9 @@ struct HostThreadTimeline {
   NamedIntervalList dataloader;
   NamedIntervalList collective;
   NamedIntervalList sync;
-  NamedIntervalList annotations;
+  NamedIntervalList leaf;
+  NamedIntervalList python;
+  NamedIntervalList phases;
 };
 
 struct HostTimelines {

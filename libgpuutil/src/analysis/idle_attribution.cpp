@@ -11,7 +11,7 @@ namespace {
 
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
-void credit(IdleAccount& out, IdleCause cause, NameId name, int64_t from_ns, int64_t to_ns) {
+void credit(IdleAccount& out, IdleCause cause, CulpritKey name, int64_t from_ns, int64_t to_ns) {
   const int64_t ns = to_ns - from_ns;
   if (ns <= 0) return;
   if (out.segments) out.segments->push_back({from_ns, to_ns, cause, name});
@@ -30,16 +30,50 @@ int64_t next_change(const NamedIntervalList& list, int64_t t) {
   return list[i].start_ns <= t ? list[i].end_ns : list[i].start_ns;
 }
 
-// The outermost range (op or annotation) around t, kNoName if none.
-NameId outermost_name(const HostThreadTimeline& th, int64_t t) {
-  const long a = find_containing(th.annotations, t);
-  const long o = find_containing(th.ops, t);
-  if (a >= 0 && (o < 0 || th.annotations[a].start_ns <= th.ops[o].start_ns)) return th.annotations[a].name;
-  return o >= 0 ? th.ops[o].name : kNoName;
+// Credits [x, y) of plain host time on `thread` piece by piece, each piece
+// named by what used the CPU: the innermost named op or range (coarse
+// phases excluded), else the innermost Python frame, else the thread itself
+// with the phase it was in as context.
+void credit_host_time(IdleAccount& out, IdleCause cause, const HostThreadTimeline& th, uint32_t thread, int64_t x,
+                      int64_t y) {
+  int64_t cur = x;
+  while (cur < y) {
+    int64_t next = std::min(y, next_change(th.leaf, cur));
+    long i = find_containing(th.leaf, cur);
+    if (i >= 0) {
+      credit(out, cause, range_culprit(th.leaf[i].name), cur, next);
+      cur = next;
+      continue;
+    }
+    next = std::min(next, next_change(th.python, cur));
+    i = find_containing(th.python, cur);
+    if (i >= 0) {
+      credit(out, cause, range_culprit(th.python[i].name), cur, next);
+      cur = next;
+      continue;
+    }
+    next = std::min(next, next_change(th.phases, cur));
+    i = find_containing(th.phases, cur);
+    credit(out, cause, thread_culprit(thread, i >= 0 ? th.phases[i].name : kNoName), cur, next);
+    cur = next;
+  }
+}
+
+// What queued `work` through `call`, as a user reads it: the outermost op
+// around the call (its dispatch), else the innermost range or Python frame
+// around it, else the work itself (a kernel name says more than
+// "cudaLaunchKernel").
+NameId queued_by(const HostThreadTimeline& th, const HostApiCall& call, const DeviceActivity& work) {
+  for (const NamedIntervalList* list : {&th.ops, &th.leaf, &th.python}) {
+    const long i = find_containing(*list, call.start_ns);
+    if (i >= 0) return (*list)[i].name;
+  }
+  return work.name != kNoName ? work.name : call.name;
 }
 
 // Explains [x, y) of a gap that began at gap_start by the thread's state.
-void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_t x, int64_t y, IdleAccount& out) {
+void split_by_host_state(const HostThreadTimeline& th, uint32_t thread, int64_t gap_start, int64_t x, int64_t y,
+                         IdleAccount& out) {
   // Did the gap open while the thread was blocked in a sync? Then the GPU
   // drained behind that sync and the plain host time after it is its cost.
   int64_t drain_from = kNever;
@@ -81,7 +115,7 @@ void split_by_host_state(const HostThreadTimeline& th, int64_t gap_start, int64_
     if (drain_from <= cur) {
       credit(out, IdleCause::kHostSync, drain_name, cur, end);
     } else {
-      credit(out, IdleCause::kHost, outermost_name(th, cur), cur, end);
+      credit_host_time(out, IdleCause::kHost, th, thread, cur, end);
     }
     cur = end;
   }
@@ -123,13 +157,19 @@ void split_by_dependency(const HostTimelines& host, NameId queued_by, int64_t a,
 // the whole trace agree:
 // - thread: the thread that launched most of the device's work starting in
 //   [lo, hi); -1 when none of it has a known launch;
-// - submit_floor_ns: the shortest launch-call-start -> work-start time seen
-//   in the window, for plain launches [0] and graph launches [1]: how long
-//   the device takes to pick up work it was not held from. Work queued
-//   before a gap could not have started earlier than that. -1 = none seen.
+// - submit_floor_ns: the shortest launch-call-start -> work-start time of
+//   plain (non-graph) launches in the window, capped at kMaxSubmitNs: how
+//   long the device takes to pick up work nothing held back. Work queued
+//   before a gap could not have started earlier. A graph launch is not a
+//   measure of it (a window often holds one graph launch, whose own latency
+//   includes the very wait being explained), so graphs use the same floor.
+// (CUDA's submission latency is a few microseconds; the cap keeps one
+// delayed launch in a sparse window from hiding a real dependency.)
+constexpr int64_t kMaxSubmitNs = 20'000;
+
 struct WindowFacts {
   int64_t thread = -1;
-  std::array<int64_t, 2> submit_floor_ns{-1, -1};
+  int64_t submit_floor_ns = kMaxSubmitNs;
 };
 
 bool from_graph(const DeviceActivity& a, const HostApiCall& call) { return a.graph_id != 0 || call.graph; }
@@ -146,10 +186,7 @@ WindowFacts window_facts(const EventStore& store, const DeviceTimeline& tl, cons
     if (launch == kNoLaunch) continue;
     const auto& call = store.api_calls[launch];
     const int64_t latency_ns = acts[*it].start_ns - call.start_ns;
-    if (latency_ns >= 0) {
-      int64_t& floor_ns = f.submit_floor_ns[from_graph(acts[*it], call) ? 1 : 0];
-      floor_ns = floor_ns < 0 ? latency_ns : std::min(floor_ns, latency_ns);
-    }
+    if (latency_ns >= 0 && !from_graph(acts[*it], call)) f.submit_floor_ns = std::min(f.submit_floor_ns, latency_ns);
     const uint32_t thread = call.thread;
     auto c = std::find_if(counts.begin(), counts.end(), [thread](const auto& p) { return p.first == thread; });
     if (c == counts.end()) {
@@ -182,7 +219,7 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
   const auto first = std::lower_bound(tl.by_start.begin(), tl.by_start.end(), b,
                                       [&](uint32_t i, int64_t t) { return acts[i].start_ns < t; });
   const HostApiCall* next_call = nullptr;
-  bool next_from_graph = false;
+  const DeviceActivity* next_work = nullptr;
   for (auto it = first; it != tl.by_start.end() && acts[*it].start_ns == acts[*first].start_ns; ++it) {
     const uint32_t launch = host.launch_of[*it];
     if (launch == kNoLaunch) continue;
@@ -196,27 +233,36 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
          (call.start_ns < next_call->start_ns ||
           (call.start_ns == next_call->start_ns && call.thread < next_call->thread)))) {
       next_call = &call;
-      next_from_graph = from_graph(acts[*it], call);
+      next_work = &acts[*it];
     }
   }
   if (next_call != nullptr) {
     const auto& call = *next_call;
     const auto& ops = host.threads[call.thread].ops;
     const long op = find_containing(ops, call.start_ns);
-    launch_name = op >= 0 ? ops[op].name : call.name;
+    launch_name = queued_by(host.threads[call.thread], call, *next_work);
     if (call.end_ns <= a) {
       // Queued before the gap began (HTA's host-wait test: the enqueuing
       // call had returned). Until the device could have picked it up (the
       // window's fastest launch-to-start) it was still being submitted:
       // launch. After that it waited on a dependency, not on a launch.
-      const int64_t floor_ns = std::max<int64_t>(0, facts.submit_floor_ns[next_from_graph ? 1 : 0]);
-      const int64_t ready_ns = std::clamp(call.start_ns + floor_ns, a, b);
+      const int64_t ready_ns = std::clamp(call.start_ns + facts.submit_floor_ns, a, b);
       credit(out, IdleCause::kLaunch, launch_name, a, ready_ns);
-      split_by_dependency(host, call.name, ready_ns, b, out);
+      split_by_dependency(host, launch_name, ready_ns, b, out);
       return;
     }
     thread = call.thread;
     launch_from = op >= 0 ? ops[op].start_ns : call.start_ns;
+    // The enqueuing call itself blocks the host (a pageable async copy, a
+    // synchronous copy): from the call on, the host is stuck in it, which
+    // no launch optimization removes. host_sync, named like other syncs.
+    const auto& sync = host.threads[call.thread].sync;
+    const long blocked = find_containing(sync, call.start_ns);
+    if (blocked >= 0) {
+      const int64_t from_ns = std::clamp(std::max(call.start_ns, launch_from), a, b);
+      credit(out, IdleCause::kHostSync, sync[blocked].name, from_ns, b);
+      b = from_ns;
+    }
   }
   if (thread < 0) thread = fallback_thread;
   int64_t host_end = b;
@@ -226,10 +272,10 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
   }
   if (host_end <= a) return;
   if (thread < 0 || static_cast<size_t>(thread) >= host.threads.size() || !host.threads[thread].has_events) {
-    credit(out, IdleCause::kUnattributed, kNoName, a, host_end);
+    credit(out, IdleCause::kUnattributed, kNoHostCulprit, a, host_end);
     return;
   }
-  split_by_host_state(host.threads[thread], a, a, host_end, out);
+  split_by_host_state(host.threads[thread], static_cast<uint32_t>(thread), a, a, host_end, out);
 }
 
 }  // namespace

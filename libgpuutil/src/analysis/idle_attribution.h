@@ -2,17 +2,25 @@
 //
 // Internal to the analysis core; the rules are documented with timelines in
 // docs/accounting.md. For each maximal idle gap [a, b) of the device:
-//   1. The work that ends the gap (first activity starting at b) is looked
-//      up by correlation id. If its launching call is known, the part of the
-//      gap after the launching op began (the outermost framework op around
-//      the launch call, else the call itself) is `launch`.
-//   2. The rest is explained by the launching thread's state (the device's
+//   1. The work that ends the gap (the activities starting at b; of ties,
+//      the one whose enqueuing call returned last) is looked up by
+//      correlation id.
+//   2. Queued before the gap (its call returned by a): until the device
+//      could have picked it up (call start + the window's submission floor)
+//      it is `launch`; after that the GPU waited on a dependency: whatever
+//      a host thread was blocked in explains it (sync or blocking copy:
+//      `host_sync`; collective: `collective`), else `dependency`.
+//   3. Launched late: the part after the launching op began (the outermost
+//      op around the call, else the call) is `launch`, or `host_sync` from
+//      the call on when the call itself blocks (pageable copy).
+//   4. The rest is explained by the launching thread's state (the window's
 //      main launching thread when there is no match), by priority:
 //      dataloader > collective > host_sync > other. "Other" time is
 //      `host_sync` when the gap began while that thread was blocked in a
-//      sync (the GPU drained behind it), `host` otherwise.
-//   3. With no host events for the thread, the time is `unattributed`.
-// Culprits are accumulated per cause by NameId (kNoName: no named range).
+//      sync (the GPU drained behind it), `host` otherwise, named by the
+//      innermost non-phase range, else Python frame, else the thread.
+//   5. With no host events for the thread, the time is `unattributed`.
+// Culprits are accumulated per cause by CulpritKey (culprit.h).
 #pragma once
 
 #include <array>
@@ -20,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "analysis/culprit.h"
 #include "analysis/device_timeline.h"
 #include "analysis/host_timeline.h"
 #include "gpuutil/events.h"
@@ -37,12 +46,12 @@ struct IdleSegment {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   IdleCause cause = IdleCause::kUnattributed;
-  NameId culprit = kNoName;
+  CulpritKey culprit = kNoHostCulprit;
 };
 
 struct IdleAccount {
   std::array<int64_t, kIdleCauseCount> idle_ns{};
-  std::array<std::unordered_map<NameId, CulpritTally>, kIdleCauseCount> culprits;
+  std::array<std::unordered_map<CulpritKey, CulpritTally>, kIdleCauseCount> culprits;
   // Optional output (timeline exporters): when set, every credited piece is
   // appended (pieces are disjoint; sort by start_ns for time order); the
   // totals above are unaffected.

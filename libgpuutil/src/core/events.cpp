@@ -27,6 +27,7 @@ const char* to_string(RangeCategory c) {
     case RangeCategory::kOptimizer: return "optimizer";
     case RangeCategory::kHostSync: return "host_sync";
     case RangeCategory::kCollective: return "collective";
+    case RangeCategory::kPython: return "python";
   }
   return "unknown";
 }

@@ -89,6 +89,14 @@ constexpr ApiClass kOtherApi{HostApiKind::kOther, SyncKind::kNone};
 
 }  // namespace
 
+bool is_phase_range(std::string_view name) {
+  if (starts_with(name, "ProfilerStep") || starts_with(name, "gpuutil.step")) return true;
+  constexpr std::string_view kOpen = "## ", kClose = " ##";
+  if (name.size() < kOpen.size() + kClose.size() || !starts_with(name, kOpen)) return false;
+  if (name.substr(name.size() - kClose.size()) != kClose) return false;
+  return name.find(':') == std::string_view::npos;
+}
+
 int64_t parse_step_number(std::string_view name) {
   constexpr std::array<std::string_view, 2> kPrefixes = {"ProfilerStep#", "gpuutil.step#"};
   for (std::string_view prefix : kPrefixes) {

@@ -127,7 +127,7 @@ void add_store(const EventStore& s, int64_t origin_ns, Json& events) {
       for (const auto& seg : segments) {
         Json j = slice(to_string(seg.cause), "idle", pid, kIdleTid, seg.start_ns, seg.end_ns, origin_ns);
         Json args = Json::object({{"step", w.step}});
-        if (seg.culprit != kNoName) args["culprit"] = std::string(s.names.view(seg.culprit));
+        args["culprit"] = culprit_name(s, seg.culprit);
         j["args"] = std::move(args);
         events.push_back(std::move(j));
       }

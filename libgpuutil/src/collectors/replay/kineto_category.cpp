@@ -1,7 +1,7 @@
 // Category table of the Kineto importer (see kineto_category.h).
 //
 // Known-but-unused categories are listed explicitly so that they do not show
-// up as event_unknown_category: python_function (Python stack samples),
+// up as event_unknown_category: python (Python-level instants),
 // gpu_user_annotation (device-row copies of host ranges), cuda_sync (device-
 // row copies of the host synchronization calls, see docs/trace-import.md),
 // Trace (the profiler's own span), overhead, instant and flow categories.
@@ -55,8 +55,8 @@ constexpr Entry kTable[] = {
     {"cpu_op", EventClass::kOperator},
     {"operator", EventClass::kOperator},
     {"user_annotation", EventClass::kUserAnnotation},
+    {"python_function", EventClass::kPythonFunction},
     // Known and deliberately unused.
-    {"python_function", EventClass::kKnownUnused},
     {"python", EventClass::kKnownUnused},
     {"gpu_user_annotation", EventClass::kKnownUnused},
     {"cuda_sync", EventClass::kKnownUnused},

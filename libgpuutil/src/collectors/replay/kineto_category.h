@@ -19,6 +19,7 @@ enum class EventClass : uint8_t {
   kRuntime,         // CUDA/HIP runtime or driver call -> HostApiCall
   kOperator,        // framework operator -> HostRange (is_op = true)
   kUserAnnotation,  // record_function / user range -> HostRange (is_op = false)
+  kPythonFunction,  // Python frame (with_stack) -> HostRange kPython
   kKnownUnused,     // a category gpuutil knows and deliberately ignores
   kUnknown,         // counted as event_unknown_category
 };

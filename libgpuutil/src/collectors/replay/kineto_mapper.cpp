@@ -177,7 +177,8 @@ void KinetoMapper::complete_event(const RawEvent& e, uint64_t index) {
       return;
     case EventClass::kRuntime:
     case EventClass::kOperator:
-    case EventClass::kUserAnnotation: {
+    case EventClass::kUserAnnotation:
+    case EventClass::kPythonFunction: {
       uint32_t thread = 0;
       if (!thread_index(e, &thread)) {
         note(Diag::event_malformed, index, "host event without a usable pid/tid", e.name);
@@ -311,7 +312,8 @@ void KinetoMapper::range_event(const RawEvent& e, EventClass cls, uint32_t threa
   range.end_ns = end_ns;
   range.name = store_->names.intern(e.name);
   range.thread = thread;
-  range.category = range_category(range.name, e.name, cls == EventClass::kOperator);
+  range.category = cls == EventClass::kPythonFunction ? RangeCategory::kPython
+                                                      : range_category(range.name, e.name, cls == EventClass::kOperator);
   if (e.args.has_flops && std::isfinite(e.args.flops) && e.args.flops > 0) range.flops = e.args.flops;
   if (range.category == RangeCategory::kStep) {
     const int64_t step = parse_step_number(e.name);
