@@ -38,23 +38,25 @@ void credit_host_time(IdleAccount& out, IdleCause cause, const HostThreadTimelin
                       int64_t y) {
   int64_t cur = x;
   while (cur < y) {
-    int64_t next = std::min(y, next_change(th.leaf, cur));
-    long i = find_containing(th.leaf, cur);
-    if (i >= 0) {
-      credit(out, cause, range_culprit(th.leaf[i].name), cur, next);
-      cur = next;
-      continue;
+    // The piece ends where the list that names it (or any list consulted
+    // before it) next changes.
+    int64_t next = y;
+    long i = -1;
+    CulpritKey who = 0;
+    for (const NamedIntervalList* list : {&th.leaf, &th.python}) {
+      next = std::min(next, next_change(*list, cur));
+      i = find_containing(*list, cur);
+      if (i >= 0) {
+        who = range_culprit((*list)[i].name);
+        break;
+      }
     }
-    next = std::min(next, next_change(th.python, cur));
-    i = find_containing(th.python, cur);
-    if (i >= 0) {
-      credit(out, cause, range_culprit(th.python[i].name), cur, next);
-      cur = next;
-      continue;
+    if (i < 0) {
+      next = std::min(next, next_change(th.phases, cur));
+      i = find_containing(th.phases, cur);
+      who = thread_culprit(thread, i >= 0 ? th.phases[i].name : kNoName);
     }
-    next = std::min(next, next_change(th.phases, cur));
-    i = find_containing(th.phases, cur);
-    credit(out, cause, thread_culprit(thread, i >= 0 ? th.phases[i].name : kNoName), cur, next);
+    credit(out, cause, who, cur, next);
     cur = next;
   }
 }

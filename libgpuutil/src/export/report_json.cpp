@@ -104,6 +104,16 @@ void culprits_json(JsonWriter& w, const std::array<std::vector<NamedTime>, kIdle
   w.end_object();
 }
 
+// {"p50": ..., "p95": ...}, null where unknown.
+void percentiles_json(JsonWriter& w, const std::optional<int64_t>& p50, const std::optional<int64_t>& p95) {
+  w.begin_object();
+  w.key("p50");
+  optional_int(w, p50);
+  w.key("p95");
+  optional_int(w, p95);
+  w.end_object();
+}
+
 void memcpy_json(JsonWriter& w, const DeviceStepReport& d) {
   w.begin_object();
   for (int i = 0; i < kMemcpyDirectionCount; ++i) {
@@ -200,20 +210,10 @@ void device_step_json(JsonWriter& w, const DeviceStepReport& d) {
   w.key("top_kernels");
   named_times_json(w, d.top_kernels);
   w.key("launch_latency_ns");
-  w.begin_object();
-  w.key("p50");
-  optional_int(w, d.launch_latency_p50_ns);
-  w.key("p95");
-  optional_int(w, d.launch_latency_p95_ns);
-  w.end_object();
+  percentiles_json(w, d.launch_latency_p50_ns, d.launch_latency_p95_ns);
   w.member("graph_kernels", d.graph_kernels);
   w.key("graph_launch_latency_ns");
-  w.begin_object();
-  w.key("p50");
-  optional_int(w, d.graph_launch_latency_p50_ns);
-  w.key("p95");
-  optional_int(w, d.graph_launch_latency_p95_ns);
-  w.end_object();
+  percentiles_json(w, d.graph_launch_latency_p50_ns, d.graph_launch_latency_p95_ns);
   w.key("flops");
   optional_double(w, d.flops);
   w.key("peak_flops_per_s");
