@@ -173,6 +173,16 @@ def outside_steps(report: Dict[str, Any]) -> str:
     return f"Time outside steps: {_ms(s['outside_steps_ns'])} ms of {_ms(span)} ms trace span{pct_text}"
 
 
+def workload_line(report: Dict[str, Any]) -> Optional[str]:
+    """"workload: inference (no backward or optimizer ops; ...)", or None for
+    a report without the key (older reports)."""
+    w = report.get("workload")
+    if not w:
+        return None
+    evidence = f" ({w['evidence']})" if w.get("evidence") else ""
+    return f"workload: {w['kind']}{evidence}"
+
+
 def top_finding(report: Dict[str, Any]) -> str:
     f = report["summary"].get("top_finding")
     if not f:
@@ -212,6 +222,9 @@ def render_report(report: Dict[str, Any], finance: Optional[Any] = None) -> str:
     lines: List[str] = []
     for src in report.get("sources", []):
         lines.append(f"Trace {src['path']} (rank {src['rank']}, steps from {src['steps_source'] or '?'})")
+    workload = workload_line(report)
+    if workload:
+        lines.append(workload)
     lines.append(top_finding(report))
     lines.append("")
     lines.extend(step_table(report))

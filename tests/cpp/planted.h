@@ -78,6 +78,27 @@ class Planted {
     return *this;
   }
 
+  // An async copy: a cudaMemcpyAsync call on `thread` over [call_start_us,
+  // call_end_us) and the copy it enqueued over [start_us, end_us);
+  // `pageable`: the host side is pageable (not pinned) memory.
+  Planted& async_copy(double call_start_us, double call_end_us, double start_us, double end_us,
+                      MemcpyDirection dir, uint64_t bytes, bool pageable, uint32_t thread = 0, int32_t device = 0) {
+    DeviceActivity a;
+    a.kind = ActivityKind::kMemcpy;
+    a.name = store_.names.intern("Memcpy");
+    a.start_ns = us(start_us);
+    a.end_ns = us(end_us);
+    a.device = device;
+    a.stream = 7;
+    a.direction = dir;
+    a.bytes = bytes;
+    a.host_pageable = pageable;
+    a.correlation_id = ++next_corr_;
+    api("cudaMemcpyAsync", call_start_us, call_end_us, thread, a.correlation_id);
+    store_.activities.push_back(a);
+    return *this;
+  }
+
   Planted& api(const std::string& name, double start_us, double end_us, uint32_t thread = 0,
                uint64_t correlation = 0) {
     HostApiCall c;

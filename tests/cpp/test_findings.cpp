@@ -37,8 +37,15 @@ struct Synth {
   DeviceHealth health;
   int64_t total_memory_bytes = 80LL << 30;
   uint64_t kernels = 100, short_kernels = 0;
+  uint64_t pageable_memcpys = 0, pageable_memcpy_bytes = 0;  // per step
+  Workload workload;
 
   Synth() { per_step.compute_ns = kStepNs; }
+  Synth& kind(const char* k, int64_t capture_ns = 0) {
+    workload.kind = k;
+    workload.capture_ns = capture_ns;
+    return *this;
+  }
   // Moves `share` of each step from compute to idle cause c.
   Synth& idle(IdleCause c, double share) {
     const auto ns = static_cast<int64_t>(share * kStepNs);
@@ -71,6 +78,8 @@ struct Synth {
       d.total_memory_bytes = total_memory_bytes;
       d.kernels = kernels;
       d.short_kernels = short_kernels;
+      d.pageable_memcpys = pageable_memcpys;
+      d.pageable_memcpy_bytes = pageable_memcpy_bytes;
       d.sm_efficiency_est = sm_eff;
       d.mfu = mfu;
       st.devices.push_back(d);
@@ -86,6 +95,7 @@ struct Synth {
     r.summary.steps = kSteps;
     r.summary.steps_wall_ns = kSteps * kStepNs;
     r.summary.devices.push_back(s);
+    r.workload = workload;
     return r;
   }
 };
@@ -263,6 +273,139 @@ TEST(Findings, RankedByRecoverableTime) {
   ASSERT_EQ(ids(fs), (std::vector<std::string>{"idle_host_sync", "exposed_communication", "idle_dataloader"}));
 }
 
+// --- workload-aware fixes (docs/findings.md, "Workload") --------------------
+
+bool has(const std::string& text, const char* word) { return text.find(word) != std::string::npos; }
+
+TEST(FindingsWorkload, InferenceIdleCausesGetBatchingAndGraphsNotOptimizers) {
+  for (const IdleCause c : {IdleCause::kDataloader, IdleCause::kLaunch, IdleCause::kHost}) {
+    const auto fs = derive_findings(Synth().kind("inference").idle(c, 0.10).report());
+    ASSERT_EQ(fs.size(), 1u) << to_string(c);
+    EXPECT_TRUE(has(fs[0].fix, "continuous batching")) << fs[0].fix;
+    EXPECT_TRUE(has(fs[0].fix, "queue-delay budget")) << fs[0].fix;
+    EXPECT_TRUE(has(fs[0].fix, "model instances")) << fs[0].fix;
+    EXPECT_TRUE(has(fs[0].fix, "MIG/MPS")) << fs[0].fix;
+    EXPECT_FALSE(has(fs[0].fix, "optimizer")) << fs[0].fix;
+    if (c != IdleCause::kDataloader) {
+      EXPECT_TRUE(has(fs[0].fix, "CUDA graphs")) << fs[0].fix;
+      EXPECT_TRUE(has(fs[0].fix, "torch.compile(mode=\"reduce-overhead\")")) << fs[0].fix;
+    }
+    EXPECT_EQ(fs[0].recoverable_ns, kSteps * kStepNs / 10);  // the numbers do not change with the kind
+  }
+}
+
+TEST(FindingsWorkload, OptimizerFixOnlyForTraining) {
+  const auto host_fix = [](const char* kind) {
+    const auto fs = derive_findings(Synth().kind(kind).idle(IdleCause::kHost, 0.10).report());
+    return fs.size() == 1 ? fs[0].fix : std::string("<none>");
+  };
+  EXPECT_TRUE(has(host_fix("training"), "fused/foreach optimizers"));
+  EXPECT_FALSE(has(host_fix("unknown"), "optimizer"));
+  EXPECT_FALSE(has(host_fix("inference"), "optimizer"));
+  // The DataLoader fix stays the worker/pinning fix for training.
+  const auto fs = derive_findings(Synth().kind("training").idle(IdleCause::kDataloader, 0.10).report());
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_TRUE(has(fs[0].fix, "num_workers") && has(fs[0].fix, "pin_memory=True") && has(fs[0].fix, "prefetch_factor"));
+  EXPECT_FALSE(has(fs[0].fix, "batching"));
+}
+
+TEST(FindingsWorkload, InferenceCommunicationFixIsNotAboutGradients) {
+  const auto fs = derive_findings(Synth().kind("inference").comm(0.15).report());
+  ASSERT_EQ(ids(fs), std::vector<std::string>{"exposed_communication"});
+  EXPECT_FALSE(has(fs[0].fix, "gradient")) << fs[0].fix;
+  EXPECT_TRUE(has(fs[0].fix, "tensor/pipeline parallelism")) << fs[0].fix;
+}
+
+TEST(FindingsWorkload, InferenceWithLargeUnexplainedIdleFiresIdleServing) {
+  // 30% idle nobody explains (a server waiting for requests).
+  const auto fs = derive_findings(Synth().kind("inference").idle(IdleCause::kUnattributed, 0.30).report());
+  ASSERT_EQ(ids(fs), std::vector<std::string>{"idle_serving"});
+  EXPECT_EQ(fs[0].recoverable_ns, static_cast<int64_t>(0.30 * kStepNs) * kSteps);
+  EXPECT_TRUE(has(fs[0].fix, "continuous batching")) << fs[0].fix;
+  EXPECT_TRUE(has(fs[0].title, "30.0%")) << fs[0].title;
+  // Not for training, and not when a cause rule already claims the idle.
+  EXPECT_TRUE(derive_findings(Synth().kind("training").idle(IdleCause::kUnattributed, 0.30).report()).empty());
+  const auto launch = derive_findings(Synth().kind("inference").idle(IdleCause::kLaunch, 0.30).report());
+  EXPECT_EQ(ids(launch), std::vector<std::string>{"idle_launch"});
+  // Below 20% idle: silent.
+  EXPECT_TRUE(derive_findings(Synth().kind("inference").idle(IdleCause::kUnattributed, 0.19).report()).empty());
+}
+
+TEST(FindingsWorkload, CaptureRunChargesNoIdleOnlyNotesTheCapture) {
+  const int64_t capture_ns = static_cast<int64_t>(0.9 * kStepNs) * kSteps;
+  const auto fs = derive_findings(
+      Synth().kind("capture", capture_ns).idle(IdleCause::kHost, 0.6).idle(IdleCause::kLaunch, 0.3).report());
+  ASSERT_EQ(ids(fs), std::vector<std::string>{"graph_capture"});
+  EXPECT_EQ(fs[0].recoverable_ns, 0);
+  EXPECT_TRUE(has(fs[0].title, "90.0% of the analysed time")) << fs[0].title;
+  EXPECT_TRUE(has(fs[0].fix, "profile the replays")) << fs[0].fix;
+}
+
+TEST(FindingsWorkload, CaptureTimeIsTakenOutOfRecoverableIdle) {
+  // 30% idle host, 10% of the run inside capture windows: 20% recoverable.
+  const int64_t wall_ns = kSteps * kStepNs;
+  const auto fs =
+      derive_findings(Synth().kind("training", wall_ns / 10).idle(IdleCause::kHost, 0.30).report());
+  const Finding* f = find(fs, "idle_host");
+  ASSERT_NE(f, nullptr) << ::testing::PrintToString(ids(fs));
+  EXPECT_EQ(f->recoverable_ns, wall_ns / 5);
+  EXPECT_TRUE(has(f->evidence, "after excluding 100.0 ms of CUDA-graph capture")) << f->evidence;
+  EXPECT_TRUE(has(f->title, "20.0%")) << f->title;
+  ASSERT_NE(find(fs, "graph_capture"), nullptr);
+  EXPECT_EQ(find(fs, "graph_capture")->recoverable_ns, 0);
+  // Capture covering the idle entirely leaves nothing to recover.
+  const auto covered =
+      derive_findings(Synth().kind("training", 3 * wall_ns / 10).idle(IdleCause::kHost, 0.30).report());
+  EXPECT_EQ(ids(covered), std::vector<std::string>{"graph_capture"});
+}
+
+// --- pageable copies ---------------------------------------------------------
+
+TEST(FindingsPageable, PageableCopiesFireWithPinnedMemoryAdvice) {
+  Synth s;
+  s.pageable_memcpys = 2;
+  s.pageable_memcpy_bytes = 4u << 20;  // 4 MiB per step
+  s.idle(IdleCause::kHostSync, 0.02);  // under the idle_host_sync threshold
+  const auto fs = derive_findings(s.report());
+  ASSERT_EQ(ids(fs), std::vector<std::string>{"pageable_copy"});
+  EXPECT_TRUE(has(fs[0].fix, "DataLoader(pin_memory=True)")) << fs[0].fix;
+  EXPECT_TRUE(has(fs[0].fix, "tensor.pin_memory()")) << fs[0].fix;
+  EXPECT_TRUE(has(fs[0].fix, "non_blocking=True) only from pinned buffers")) << fs[0].fix;
+  EXPECT_TRUE(has(fs[0].evidence, "2.0 copies (4.0 MiB) per step")) << fs[0].evidence;
+  EXPECT_TRUE(has(fs[0].evidence, "20 copies, 40.0 MiB in all")) << fs[0].evidence;
+  EXPECT_TRUE(has(fs[0].evidence, "idle host_sync")) << fs[0].evidence;
+  EXPECT_TRUE(has(fs[0].evidence, "2.0 ms per step")) << fs[0].evidence;
+  EXPECT_EQ(fs[0].recoverable_ns, 0);  // its time is idle_host_sync's
+}
+
+TEST(FindingsPageable, HostSyncFindingPointsAtPageableCopies) {
+  Synth s;
+  s.pageable_memcpys = 1;
+  s.pageable_memcpy_bytes = 64u << 20;
+  s.idle(IdleCause::kHostSync, 0.10);
+  const auto fs = derive_findings(s.report());
+  const Finding* f = find(fs, "idle_host_sync");
+  ASSERT_NE(f, nullptr);
+  EXPECT_TRUE(has(f->fix, "pin the host side of copies")) << f->fix;
+  EXPECT_NE(find(fs, "pageable_copy"), nullptr);
+}
+
+TEST(FindingsPageable, NoPageableCopyOrScalarReadsOnlyIsSilent) {
+  EXPECT_TRUE(derive_findings(Synth().report()).empty());
+  // .item()-sized reads (8 bytes each): pinning would not help; that cost is the sync.
+  Synth scalars;
+  scalars.pageable_memcpys = 10;
+  scalars.pageable_memcpy_bytes = 80;
+  EXPECT_TRUE(derive_findings(scalars.report()).empty());
+  // Just under 1 MiB per step: silent; at 1 MiB: fires.
+  Synth under;
+  under.pageable_memcpys = 1;
+  under.pageable_memcpy_bytes = (1u << 20) - 1;
+  EXPECT_TRUE(derive_findings(under.report()).empty());
+  under.pageable_memcpy_bytes = 1u << 20;
+  EXPECT_EQ(ids(derive_findings(under.report())), std::vector<std::string>{"pageable_copy"});
+}
+
 // --- planted event stores through analyze(): counters become health -------
 
 Planted busy_store() {
@@ -327,6 +470,36 @@ TEST(FindingsPlanted, DataloaderGapFiresIdleDataloader) {
   EXPECT_NE(r.findings[0].evidence.find("enumerate(DataLoader)"), std::string::npos) << r.findings[0].evidence;
 }
 
+// A 4 MiB input batch copied from pageable memory: the cudaMemcpyAsync
+// blocks the host until the copy is done, behind the queued k0.
+Planted pageable_copy_store(bool pageable) {
+  Planted p;
+  p.step(0, 0, 1000);
+  p.range("aten::linear", 0, 2).kernel("gemm", 2, 300, 1);
+  p.range("aten::to", 50, 400).async_copy(50, 400, 300, 390, MemcpyDirection::kHostToDevice, 4u << 20, pageable);
+  p.range("aten::linear", 400, 402).kernel("gemm", 405, 1000, 401);
+  return p;
+}
+
+TEST(FindingsPlanted, PageableInputCopyFiresPageableCopyWithPinnedAdvice) {
+  Planted p = pageable_copy_store(true);
+  const Report r = analyze({&p.store()}, AnalysisOptions{});
+  ASSERT_EQ(r.steps.at(0).devices.at(0).pageable_memcpys, 1u);
+  EXPECT_GT(r.summary.devices.at(0).breakdown.idle_ns[static_cast<size_t>(IdleCause::kHostSync)], 0);
+  const Finding* f = find(r.findings, "pageable_copy");
+  ASSERT_NE(f, nullptr) << ::testing::PrintToString(ids(r.findings));
+  EXPECT_TRUE(has(f->fix, "pin_memory=True")) << f->fix;
+  EXPECT_TRUE(has(f->evidence, "1.0 copies (4.0 MiB) per step")) << f->evidence;
+  EXPECT_TRUE(has(f->evidence, "idle host_sync")) << f->evidence;
+}
+
+TEST(FindingsPlanted, PinnedInputCopyHasNoPageableFinding) {
+  Planted p = pageable_copy_store(false);
+  const Report r = analyze({&p.store()}, AnalysisOptions{});
+  EXPECT_EQ(r.steps.at(0).devices.at(0).pageable_memcpys, 0u);
+  EXPECT_EQ(find(r.findings, "pageable_copy"), nullptr) << ::testing::PrintToString(ids(r.findings));
+}
+
 // --- real GPU traces --------------------------------------------------------
 
 Report analyze_trace(const std::string& name) {
@@ -355,6 +528,17 @@ TEST(FindingsRealTraces, DistributedTraceHasExposedCommunication) {
   GPUUTIL_REQUIRE_TRACES();
   const Report r = analyze_trace("hta_sampled_rank0.json.gz");
   EXPECT_NE(find(r.findings, "exposed_communication"), nullptr) << ::testing::PrintToString(ids(r.findings));
+}
+
+TEST(FindingsRealTraces, ResnetPageableInputCopiesFirePageableCopy) {
+  GPUUTIL_REQUIRE_TRACES();
+  // DataLoader without pin_memory: the input batch is copied from pageable memory.
+  const Report r = analyze_trace("kineto_resnet50_nw4_v100.json.gz");
+  const Finding* f = find(r.findings, "pageable_copy");
+  ASSERT_NE(f, nullptr) << ::testing::PrintToString(ids(r.findings));
+  EXPECT_TRUE(has(f->fix, "pin_memory=True")) << f->fix;
+  // .item()-sized pageable reads alone do not fire it.
+  EXPECT_EQ(find(analyze_trace("hta_event_sync_a100.json.gz").findings, "pageable_copy"), nullptr);
 }
 
 TEST(FindingsRealTraces, CompiledTritonTraceIsSilent) {

@@ -49,6 +49,9 @@ Report full_report() {
   Report r;
   r.sources.push_back({"/tmp/a.json.gz", 0, "ProfilerStep", 100, 50, 20});
   r.flops_source = "user";
+  r.workload.kind = "inference";
+  r.workload.evidence = "no backward or optimizer ops";
+  r.workload.capture_ns = 1234;
   for (int s = 0; s < 2; ++s) {
     StepReport step;
     step.step = 10 + s;
@@ -114,11 +117,24 @@ ordered_json parse(const std::string& s) { return ordered_json::parse(s); }
 
 TEST(ReportJson, TopLevelKeysInOrder) {
   const auto j = parse(report_to_json(full_report()));
-  EXPECT_EQ(keys_of(j), (std::vector<std::string>{"schema", "sources", "flops_source", "steps", "summary",
-                                                  "findings", "diagnostics"}));
+  EXPECT_EQ(keys_of(j), (std::vector<std::string>{"schema", "sources", "flops_source", "workload", "steps",
+                                                  "summary", "findings", "diagnostics"}));
   EXPECT_EQ(j["schema"], "gpuutil.report/1");
   EXPECT_EQ(j["schema"], kReportSchema);
   EXPECT_EQ(j["flops_source"], "user");
+}
+
+TEST(ReportJson, WorkloadKindEvidenceAndCaptureTime) {
+  const auto j = parse(report_to_json(full_report()));
+  EXPECT_EQ(keys_of(j["workload"]), (std::vector<std::string>{"kind", "evidence", "capture_ns"}));
+  EXPECT_EQ(j["workload"]["kind"], "inference");
+  EXPECT_EQ(j["workload"]["evidence"], "no backward or optimizer ops");
+  EXPECT_TRUE(j["workload"]["capture_ns"].is_number_integer());
+  EXPECT_EQ(j["workload"]["capture_ns"], 1234);
+  // A default report says it does not know.
+  const auto empty = parse(report_to_json(Report{}));
+  EXPECT_EQ(empty["workload"]["kind"], "unknown");
+  EXPECT_EQ(empty["workload"]["capture_ns"], 0);
 }
 
 TEST(ReportJson, SourceKeys) {

@@ -108,7 +108,11 @@ def test_every_trace_accounts_exactly(path, reports, installed_gpuutil):
     text, rep = reports(path)
     assert "\n" not in text, "compact JSON must be one line"
     assert rep["schema"] == "gpuutil.report/1"
-    assert list(rep) == ["schema", "sources", "flops_source", "steps", "summary", "findings", "diagnostics"]
+    assert list(rep) == ["schema", "sources", "flops_source", "workload", "steps", "summary", "findings",
+                         "diagnostics"]
+    assert list(rep["workload"]) == ["kind", "evidence", "capture_ns"]
+    assert rep["workload"]["kind"] in ("training", "inference", "capture", "unknown")
+    assert _is_int(rep["workload"]["capture_ns"]) and rep["workload"]["capture_ns"] >= 0
     assert len(rep["sources"]) == 1
     assert rep["sources"][0]["path"].endswith(path.name)
     for step in rep["steps"]:

@@ -63,6 +63,19 @@ def test_table_output(run_cli, trace, installed_gpuutil):
     assert "Top finding" in out or "No finding" in out
 
 
+def test_table_names_the_workload_and_inference_gets_an_inference_fix(run_cli, trace):
+    """BERT inference: the table says inference and leads with a batching /
+    CUDA-graph fix, never the training optimizer fix."""
+    out = run_cli("analyze", trace(H100)).stdout
+    lines = out.splitlines()
+    assert lines[1].startswith("workload: inference (no backward or optimizer ops"), lines[1]
+    top = next(line for line in lines if line.startswith("Top finding:"))
+    assert "CUDA graphs" in top or "batching" in top, top
+    assert "optimizer" not in top.split("\u2014", 1)[1], top
+    training = run_cli("analyze", trace(RESNET)).stdout.splitlines()
+    assert training[1].startswith("workload: training ("), training[1]
+
+
 def test_table_has_top_finding_for_some_trace(run_cli, traces, installed_gpuutil):
     """At least one real trace yields a finding, and the table prints it."""
     for path in all_traces():

@@ -191,8 +191,19 @@ struct SourceInfo {
   uint64_t ranges = 0;
 };
 
+// What the run is doing (libgpuutil/src/analysis/workload.h,
+// docs/findings.md "Workload"): findings choose the fix that fits it.
+struct Workload {
+  std::string kind = "unknown";  // "training", "inference", "capture" or "unknown"
+  std::string evidence;          // what was seen, for people
+  // Time inside CUDA-graph capture windows (stream capture begin..end, graph
+  // instantiation) within the analysed windows, summed over sources.
+  int64_t capture_ns = 0;
+};
+
 struct Report {
   std::vector<SourceInfo> sources;
+  Workload workload;
   std::vector<StepReport> steps;
   Summary summary;
   std::vector<Finding> findings;  // ranked, most recoverable first

@@ -3,7 +3,7 @@
 // Orchestrates the pure stages: device timelines and host timelines are
 // built once per store; then, per step window and device, the exact
 // breakdown (interval unions), idle attribution, metrics and MFU; then the
-// run summary and findings. See docs/accounting.md.
+// run summary, the workload (training, inference, capture) and findings. See docs/accounting.md.
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -17,6 +17,7 @@
 #include "analysis/idle_attribution.h"
 #include "analysis/step_metrics.h"
 #include "analysis/windows.h"
+#include "analysis/workload.h"
 #include "gpuutil/analysis.h"
 #include "gpuutil/peaks.h"
 
@@ -90,6 +91,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
   std::map<int64_t, StepReport> steps;
   std::map<std::pair<int32_t, int32_t>, DeviceTotals> totals;  // (rank, device)
   bool any_trace_flops = false;
+  WorkloadSignals workload;
 
   for (size_t si = 0; si < stores.size(); ++si) {
     const EventStore& s = *stores[si];
@@ -116,6 +118,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
 
     const EventSpan span = event_span(s);
     const std::vector<StepWindow> windows = analysis_windows(s, span);
+    workload += workload_signals(s, span, windows);
     if (s.steps.empty() && !windows.empty() && s.diagnostics.count(Diag::steps_missing) == 0) {
       report.diagnostics.add(Diag::steps_missing);
     }
@@ -259,6 +262,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
   } else if (!totals.empty()) {
     report.diagnostics.add(Diag::flops_unknown);
   }
+  report.workload = classify_workload(workload);
   report.findings = derive_findings(report);
   return report;
 }

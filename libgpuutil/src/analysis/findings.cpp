@@ -1,9 +1,12 @@
 // Finding rules (see findings.h; every threshold is in docs/findings.md).
 //
-// Each rule reads one device's run totals (DeviceSummary) and, for counters
-// and memory, that device's per-step reports; it fires only when its
+// Each rule reads one device's run totals (DeviceSummary) and, for counters,
+// memory and copies, that device's per-step reports; it fires only when its
 // evidence crosses a documented threshold, says what it saw, estimates the
-// time a fix could recover, and names the fix. Rules never read collectors.
+// time a fix could recover, and names the fix. The fix text fits the run's
+// workload (Report::workload: training, inference, capture, unknown), and
+// CUDA-graph capture time is not charged as recoverable idle. Rules never
+// read collectors.
 #include "analysis/findings.h"
 
 #include <algorithm>
@@ -32,6 +35,20 @@ constexpr double kReservedOverAllocated = 2.0;
 constexpr double kSlackBytes = 1024.0 * 1024.0 * 1024.0;
 // Small job: SM efficiency and memory footprint both below this share of the device.
 constexpr double kSmallJob = 0.25;
+// Pageable copies: fires when copies to/from pageable host memory move at
+// least this many bytes per step. Below it they are scalar reads (.item(),
+// a few bytes each) that pinning does not help; their cost is the sync
+// (idle_host_sync).
+constexpr double kPageableBytesPerStep = 1024.0 * 1024.0;
+
+enum class Kind { kUnknown, kTraining, kInference, kCapture };
+
+Kind kind_of(const Workload& w) {
+  if (w.kind == "training") return Kind::kTraining;
+  if (w.kind == "inference") return Kind::kInference;
+  if (w.kind == "capture") return Kind::kCapture;
+  return Kind::kUnknown;
+}
 
 std::string ms(int64_t ns) {
   char buf[32];
@@ -41,6 +58,17 @@ std::string ms(int64_t ns) {
 std::string pct(double f) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
+  return buf;
+}
+std::string bytes_text(double bytes) {
+  char buf[32];
+  if (bytes >= 1024.0 * 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  } else if (bytes >= 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  }
   return buf;
 }
 std::string gib(double bytes) {
@@ -66,30 +94,58 @@ struct IdleRule {
   IdleCause cause;
   const char* id;
   const char* what;
-  const char* fix;
+  const char* fix;            // unknown workload (and any kind without its own text)
+  const char* training_fix;   // nullptr: fix
+  const char* inference_fix;  // nullptr: fix
 };
 
 constexpr IdleRule kIdleRules[] = {
     {IdleCause::kDataloader, "idle_dataloader", "GPU idle waiting on the input pipeline",
      "raise DataLoader num_workers, set pin_memory=True and persistent_workers=True, raise prefetch_factor, or move "
-     "augmentation to the GPU / pre-bake it"},
+     "augmentation to the GPU / pre-bake it",
+     nullptr,
+     "keep the device fed: batch requests dynamically (continuous batching for LLM serving) within a queue-delay "
+     "budget, run more model concurrency (several CUDA streams or model instances), or share the GPU with MIG/MPS "
+     "when the model is small; for offline inference over a DataLoader also raise num_workers and set "
+     "pin_memory=True"},
     {IdleCause::kHostSync, "idle_host_sync", "GPU drained by host synchronization",
      "remove .item()/.cpu()/.tolist()/print of device tensors and blocking copies from the step (log every N steps, "
-     "use non_blocking=True copies, keep metrics on the device)"},
+     "use non_blocking=True copies, keep metrics on the device)",
+     nullptr, nullptr},
     {IdleCause::kLaunch, "idle_launch", "GPU waiting on kernel launches (launch-bound)",
      "capture the step with CUDA graphs or torch.compile(mode=\"reduce-overhead\"), fuse small ops, or raise the batch "
-     "size"},
+     "size",
+     nullptr,
+     "launch-bound inference: capture the forward with CUDA graphs or torch.compile(mode=\"reduce-overhead\"), and "
+     "give each launch more work: dynamic or continuous batching within a queue-delay budget, more model "
+     "concurrency (several CUDA streams or model instances), or MIG/MPS when the model is small"},
     {IdleCause::kCollective, "idle_collective", "GPU idle while the host waits in collectives",
      "overlap communication with compute (DDP bucket_cap_mb, gradient accumulation with no_sync), and check for "
-     "stragglers across ranks"},
+     "stragglers across ranks",
+     nullptr,
+     "check for stragglers across ranks, overlap collectives with compute, or use less tensor/pipeline parallelism "
+     "when the model fits on fewer GPUs"},
     {IdleCause::kHost, "idle_host", "GPU idle while the host does other CPU work",
+     "move CPU work off the critical path: fewer Python-side ops per step, torch.compile, or overlap it with device "
+     "work",
      "move CPU work off the critical path: fused/foreach optimizers, fewer Python-side ops per step, "
-     "torch.compile, or overlap it with device work"},
+     "torch.compile, or overlap it with device work",
+     "host-bound inference: capture the forward with CUDA graphs or torch.compile(mode=\"reduce-overhead\") and move "
+     "pre/post-processing off the serving thread; keep the device fed with dynamic or continuous batching within a "
+     "queue-delay budget, more model concurrency (several CUDA streams or model instances), or MIG/MPS when the "
+     "model is small"},
     {IdleCause::kDependency, "idle_dependency", "GPU idle with work queued behind a dependency",
      "the queued work waits on another stream, an event or a graph edge: check cross-stream waits "
      "(wait_stream/record_stream), split independent work onto streams that can overlap, and make sure no "
-     "blocking copy or collective holds the stream it waits on"},
+     "blocking copy or collective holds the stream it waits on",
+     nullptr, nullptr},
 };
+
+const char* fix_for(const IdleRule& rule, Kind kind) {
+  if (kind == Kind::kTraining && rule.training_fix) return rule.training_fix;
+  if (kind == Kind::kInference && rule.inference_fix) return rule.inference_fix;
+  return rule.fix;
+}
 
 // Health of one device over the run, folded from its step reports.
 struct RunHealth {
@@ -102,6 +158,7 @@ struct RunHealth {
   std::optional<double> power_w_max, temperature_c_max;
   int64_t total_memory_bytes = 0;
   uint64_t short_kernels = 0, kernels = 0;
+  uint64_t pageable_memcpys = 0, pageable_memcpy_bytes = 0;
 };
 
 void keep_max(std::optional<double>& into, const std::optional<double>& v) {
@@ -130,21 +187,43 @@ RunHealth run_health(const Report& report, const DeviceSummary& d) {
       h.total_memory_bytes = std::max(h.total_memory_bytes, s.total_memory_bytes);
       h.short_kernels += s.short_kernels;
       h.kernels += s.kernels;
+      h.pageable_memcpys += s.pageable_memcpys;
+      h.pageable_memcpy_bytes += s.pageable_memcpy_bytes;
     }
   }
   return h;
 }
 
-Finding make(const char* id, std::string title, std::string evidence, const char* fix, int64_t recoverable_ns,
+Finding make(const char* id, std::string title, std::string evidence, std::string fix, int64_t recoverable_ns,
              double wall) {
   Finding f;
   f.id = id;
   f.title = std::move(title);
   f.evidence = std::move(evidence);
-  f.fix = fix;
+  f.fix = std::move(fix);
   f.recoverable_ns = std::max<int64_t>(0, recoverable_ns);
   f.share_of_wall = wall > 0 ? static_cast<double>(f.recoverable_ns) / wall : 0.0;
   return f;
+}
+
+// Share of the analysed time inside CUDA-graph capture windows: capture_ns
+// over the analysed wall of every rank (a rank's wall is its devices'). Exact
+// for one rank; with several, capture time is spread over ranks by wall.
+double capture_share(const Report& report) {
+  if (report.workload.capture_ns <= 0) return 0.0;
+  std::vector<std::pair<int32_t, int64_t>> rank_wall;
+  for (const auto& d : report.summary.devices) {
+    auto it = std::find_if(rank_wall.begin(), rank_wall.end(), [&](const auto& rw) { return rw.first == d.rank; });
+    if (it == rank_wall.end()) {
+      rank_wall.emplace_back(d.rank, d.wall_ns);
+    } else {
+      it->second = std::max(it->second, d.wall_ns);
+    }
+  }
+  int64_t analysed_ns = 0;
+  for (const auto& rw : rank_wall) analysed_ns += rw.second;
+  if (analysed_ns <= 0) return 0.0;
+  return std::min(1.0, static_cast<double>(report.workload.capture_ns) / static_cast<double>(analysed_ns));
 }
 
 void device_findings(const Report& report, const DeviceSummary& d, std::vector<Finding>& out) {
@@ -152,14 +231,35 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   const std::string where = "rank " + std::to_string(d.rank) + " device " + std::to_string(d.device);
   const double steps = std::max<double>(1.0, static_cast<double>(report.summary.steps));
   const RunHealth h = run_health(report, d);
+  const Kind kind = kind_of(report.workload);
+  const bool pageable = static_cast<double>(h.pageable_memcpy_bytes) / steps >= kPageableBytesPerStep;
+
+  // CUDA-graph capture windows: the device idles while work is recorded, so
+  // that idle is expected, not waste. Captured work does not run, so the
+  // capture time on this device is taken out of its idle time (every cause
+  // in proportion); a capture-dominated run has no idle findings at all.
+  const int64_t idle_total_ns = d.breakdown.idle_total_ns();
+  const int64_t capture_idle_ns =
+      std::min(idle_total_ns, static_cast<int64_t>(capture_share(report) * wall));
+  const double idle_kept =
+      idle_total_ns > 0 ? static_cast<double>(idle_total_ns - capture_idle_ns) / static_cast<double>(idle_total_ns)
+                        : 1.0;
+  const auto chargeable_idle = [&](IdleCause c) {
+    return static_cast<int64_t>(static_cast<double>(d.breakdown.idle_ns[static_cast<size_t>(c)]) * idle_kept);
+  };
 
   // Idle, by cause.
+  int64_t unclaimed_idle_ns = 0;  // chargeable idle no idle rule below claims (for idle_serving)
+  for (int c = 0; c < kIdleCauseCount; ++c) unclaimed_idle_ns += chargeable_idle(static_cast<IdleCause>(c));
   for (const auto& rule : kIdleRules) {
-    const int64_t ns = d.breakdown.idle_ns[static_cast<size_t>(rule.cause)];
+    if (kind == Kind::kCapture) break;
+    const int64_t ns = chargeable_idle(rule.cause);
     const double share = static_cast<double>(ns) / wall;
     if (share < kModerate) continue;
+    unclaimed_idle_ns -= ns;
     std::string evidence = ms(static_cast<int64_t>(static_cast<double>(ns) / steps)) + " per step (" + ms(ns) +
                            " of " + ms(d.wall_ns) + ")";
+    if (capture_idle_ns > 0) evidence += " after excluding " + ms(capture_idle_ns) + " of CUDA-graph capture";
     const std::string culprits = culprit_list(d, rule.cause, rule.cause == IdleCause::kHostSync ? 3 : 1);
     if (!culprits.empty()) {
       evidence += rule.cause == IdleCause::kHostSync ? "; culprit ops: " : "; top culprit: ";
@@ -169,10 +269,59 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
       evidence += "; " + pct(static_cast<double>(h.short_kernels) / static_cast<double>(h.kernels)) +
                   " of kernels are short";
     }
+    std::string fix = fix_for(rule, kind);
+    if (rule.cause == IdleCause::kHostSync && pageable) {
+      evidence += "; " + std::to_string(h.pageable_memcpys) + " copies from pageable memory block the host too";
+      fix += "; pin the host side of copies (see pageable_copy)";
+    }
     out.push_back(make(rule.id,
                        std::string(share >= kHigh ? "Highly" : "Moderately") + " bound: " + rule.what + " " +
                            pct(share) + " of step time on " + where,
-                       std::move(evidence), rule.fix, ns, wall));
+                       std::move(evidence), std::move(fix), ns, wall));
+  }
+
+  // Inference with a large idle share that no single cause explains (the
+  // device waits for requests): idle >= 20% of wall, of which >= 5% is not
+  // claimed by an idle_* finding above. Recovers only that unclaimed part,
+  // so idle is never counted twice.
+  const int64_t chargeable_idle_ns = static_cast<int64_t>(static_cast<double>(idle_total_ns) * idle_kept);
+  if (kind == Kind::kInference && static_cast<double>(chargeable_idle_ns) / wall >= kHigh &&
+      static_cast<double>(unclaimed_idle_ns) / wall >= kModerate) {
+    out.push_back(make("idle_serving",
+                       "Underused in inference: GPU idle " + pct(static_cast<double>(chargeable_idle_ns) / wall) +
+                           " of step time on " + where,
+                       ms(static_cast<int64_t>(static_cast<double>(chargeable_idle_ns) / steps)) + " idle per step (" +
+                           ms(chargeable_idle_ns) + " of " + ms(d.wall_ns) + "); " + ms(unclaimed_idle_ns) +
+                           " of it not explained by a single cause",
+                       "keep the device fed: batch requests dynamically (continuous batching for LLM serving) within a "
+                       "queue-delay budget, run more model concurrency (several CUDA streams or model instances), or "
+                       "share the GPU with MIG/MPS when the model is small",
+                       unclaimed_idle_ns, wall));
+  }
+
+  // Copies to/from pageable host memory: each blocks the host while the
+  // driver stages it (counted as idle host_sync); its time is already in
+  // idle_host_sync, so this finding recovers nothing on its own.
+  if (pageable) {
+    char count_buf[32];
+    std::snprintf(count_buf, sizeof count_buf, "%.1f", static_cast<double>(h.pageable_memcpys) / steps);
+    std::string evidence = std::string(count_buf) + " copies (" +
+                           bytes_text(static_cast<double>(h.pageable_memcpy_bytes) / steps) +
+                           ") per step to or from pageable host memory (" + std::to_string(h.pageable_memcpys) +
+                           " copies, " + bytes_text(static_cast<double>(h.pageable_memcpy_bytes)) + " in all)";
+    const int64_t sync_ns = d.breakdown.idle_ns[static_cast<size_t>(IdleCause::kHostSync)];
+    if (sync_ns > 0) {
+      evidence += "; idle host_sync (host syncs, these copies among them) " +
+                  ms(static_cast<int64_t>(static_cast<double>(sync_ns) / steps)) + " per step";
+    }
+    out.push_back(make("pageable_copy",
+                       "Copies from pageable host memory block the host: " + std::to_string(h.pageable_memcpys) +
+                           " copies, " + bytes_text(static_cast<double>(h.pageable_memcpy_bytes)) + " on " + where,
+                       std::move(evidence),
+                       "pin the host buffers: DataLoader(pin_memory=True), or tensor.pin_memory() for buffers you "
+                       "copy yourself (allocate them once and reuse); use .to(device, non_blocking=True) only from "
+                       "pinned buffers, since a non_blocking copy from pageable memory still blocks the host",
+                       0, wall));
   }
 
   // Exposed communication: collective kernels running with nothing to hide them.
@@ -182,8 +331,11 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
                        "Exposed communication: collective kernels run alone " + pct(comm_share) +
                            " of step time on " + where,
                        ms(d.breakdown.communication_ns) + " of communication not overlapped by compute",
-                       "overlap communication with compute: tune DDP bucket_cap_mb, FSDP prefetching, or accumulate "
-                       "gradients (no_sync) to communicate less often",
+                       kind == Kind::kInference
+                           ? "overlap collectives with compute (asynchronous tensor-parallel communication), or use "
+                             "less tensor/pipeline parallelism when the model fits on fewer GPUs"
+                           : "overlap communication with compute: tune DDP bucket_cap_mb, FSDP prefetching, or "
+                             "accumulate gradients (no_sync) to communicate less often",
                        d.breakdown.communication_ns, wall));
   }
 
@@ -274,6 +426,25 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   }
 }
 
+// CUDA-graph capture windows: a note, not waste (recovers nothing).
+void capture_note(const Report& report, std::vector<Finding>& out) {
+  if (report.workload.capture_ns <= 0) return;
+  const double share = capture_share(report);
+  const bool dominant = report.workload.kind == "capture";
+  int64_t wall_ns = 0;
+  for (const auto& d : report.summary.devices) wall_ns = std::max(wall_ns, d.wall_ns);
+  out.push_back(make("graph_capture",
+                     std::string(dominant ? "CUDA-graph capture run: " : "CUDA-graph capture: ") +
+                         ms(report.workload.capture_ns) + " (" + pct(share) +
+                         " of the analysed time) inside capture windows; the GPU idle there is expected, "
+                         "not counted as recoverable",
+                     report.workload.evidence,
+                     "nothing to fix in the capture itself (one-time warm-up: recorded work does not run until "
+                     "replayed); to judge the steady state, profile the replays: start the profiler after capture "
+                     "(torch.profiler schedule with wait/warmup steps past it)",
+                     0, static_cast<double>(wall_ns)));
+}
+
 }  // namespace
 
 std::vector<Finding> derive_findings(const Report& report) {
@@ -282,6 +453,7 @@ std::vector<Finding> derive_findings(const Report& report) {
     if (d.wall_ns <= 0) continue;
     device_findings(report, d, out);
   }
+  capture_note(report, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return a.recoverable_ns > b.recoverable_ns; });
   return out;

@@ -378,6 +378,12 @@ std::string report_to_json(const Report& report, int indent) {
   sources_json(w, report.sources);
   w.key("flops_source");
   string_or_null(w, report.flops_source);
+  w.key("workload");
+  w.begin_object();
+  w.member("kind", report.workload.kind);
+  w.member("evidence", report.workload.evidence);
+  w.member("capture_ns", report.workload.capture_ns);
+  w.end_object();
   w.key("steps");
   w.begin_array();
   for (const auto& s : report.steps) step_json(w, s);
