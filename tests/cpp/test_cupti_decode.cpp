@@ -150,6 +150,8 @@ TEST(CuptiRecordDecoder, GenuineRecordsBecomeEventsWithClassification) {
   CUpti_ActivityMemcpy6 m{};
   m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
   m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;  // the host side is pageable: the call blocks
   m.bytes = 4096;
   m.start = 300;
   m.end = 400;
@@ -173,6 +175,8 @@ TEST(CuptiRecordDecoder, GenuineRecordsBecomeEventsWithClassification) {
   const auto& dev = out[0].report.steps[0].devices.at(0);
   EXPECT_EQ(dev.communication_total_ns, 500);  // NCCL kernel recognised
   EXPECT_EQ(dev.memcpy_bytes[static_cast<size_t>(MemcpyDirection::kDeviceToHost)], 4096u);
+  EXPECT_EQ(dev.pageable_memcpys, 1u);  // from the record's memory kinds
+  EXPECT_EQ(dev.pageable_memcpy_bytes, 4096u);
   // The sync API record was classified as a synchronization: the GPU idles
   // [700, 900) while thread 42 is blocked in it.
   EXPECT_GE(dev.breakdown.idle_ns[static_cast<size_t>(IdleCause::kHostSync)], 200) << out[0].json;

@@ -265,6 +265,9 @@ TEST(KinetoMapping, MemcpyDirectionsAndBytes) {
   }
   EXPECT_EQ(r.store.activities[0].bytes, 92928u);
   EXPECT_EQ(r.store.activities[2].bytes, 4000u);
+  // "(Pageable -> Device)": the host side is pageable, so the copy call blocks.
+  EXPECT_TRUE(r.store.activities[0].host_pageable);
+  for (size_t i = 1; i < 8; ++i) EXPECT_FALSE(r.store.activities[i].host_pageable) << i;
 }
 
 TEST(KinetoMapping, Memset) {
