@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "analysis/text_format.h"
+
 namespace gpuutil {
 
 namespace {
@@ -50,33 +52,6 @@ Kind kind_of(const Workload& w) {
   return Kind::kUnknown;
 }
 
-std::string ms(int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
-  return buf;
-}
-std::string pct(double f) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
-  return buf;
-}
-std::string bytes_text(double bytes) {
-  char buf[32];
-  if (bytes >= 1024.0 * 1024.0) {
-    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024.0));
-  } else if (bytes >= 1024.0) {
-    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
-  }
-  return buf;
-}
-std::string gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return buf;
-}
-
 // Names of up to n culprits of a cause, "a (12.0 ms), b (3.1 ms)".
 std::string culprit_list(const DeviceSummary& d, IdleCause c, size_t n) {
   std::string out;
@@ -85,7 +60,7 @@ std::string culprit_list(const DeviceSummary& d, IdleCause c, size_t n) {
     if (t.name.empty()) continue;
     if (k++ == n) break;
     if (!out.empty()) out += ", ";
-    out += t.name + " (" + ms(t.ns) + ", x" + std::to_string(t.count) + ")";
+    out += t.name + " (" + ms_text(t.ns) + ", x" + std::to_string(t.count) + ")";
   }
   return out;
 }
@@ -257,16 +232,16 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
     const double share = static_cast<double>(ns) / wall;
     if (share < kModerate) continue;
     unclaimed_idle_ns -= ns;
-    std::string evidence = ms(static_cast<int64_t>(static_cast<double>(ns) / steps)) + " per step (" + ms(ns) +
-                           " of " + ms(d.wall_ns) + ")";
-    if (capture_idle_ns > 0) evidence += " after excluding " + ms(capture_idle_ns) + " of CUDA-graph capture";
+    std::string evidence = ms_text(static_cast<int64_t>(static_cast<double>(ns) / steps)) + " per step (" + ms_text(ns) +
+                           " of " + ms_text(d.wall_ns) + ")";
+    if (capture_idle_ns > 0) evidence += " after excluding " + ms_text(capture_idle_ns) + " of CUDA-graph capture";
     const std::string culprits = culprit_list(d, rule.cause, rule.cause == IdleCause::kHostSync ? 3 : 1);
     if (!culprits.empty()) {
       evidence += rule.cause == IdleCause::kHostSync ? "; culprit ops: " : "; top culprit: ";
       evidence += culprits;
     }
     if (rule.cause == IdleCause::kLaunch && h.kernels > 0) {
-      evidence += "; " + pct(static_cast<double>(h.short_kernels) / static_cast<double>(h.kernels)) +
+      evidence += "; " + pct_text(static_cast<double>(h.short_kernels) / static_cast<double>(h.kernels)) +
                   " of kernels are short";
     }
     std::string fix = fix_for(rule, kind);
@@ -276,7 +251,7 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
     }
     out.push_back(make(rule.id,
                        std::string(share >= kHigh ? "Highly" : "Moderately") + " bound: " + rule.what + " " +
-                           pct(share) + " of step time on " + where,
+                           pct_text(share) + " of step time on " + where,
                        std::move(evidence), std::move(fix), ns, wall));
   }
 
@@ -288,10 +263,10 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   if (kind == Kind::kInference && static_cast<double>(chargeable_idle_ns) / wall >= kHigh &&
       static_cast<double>(unclaimed_idle_ns) / wall >= kModerate) {
     out.push_back(make("idle_serving",
-                       "Underused in inference: GPU idle " + pct(static_cast<double>(chargeable_idle_ns) / wall) +
+                       "Underused in inference: GPU idle " + pct_text(static_cast<double>(chargeable_idle_ns) / wall) +
                            " of step time on " + where,
-                       ms(static_cast<int64_t>(static_cast<double>(chargeable_idle_ns) / steps)) + " idle per step (" +
-                           ms(chargeable_idle_ns) + " of " + ms(d.wall_ns) + "); " + ms(unclaimed_idle_ns) +
+                       ms_text(static_cast<int64_t>(static_cast<double>(chargeable_idle_ns) / steps)) + " idle per step (" +
+                           ms_text(chargeable_idle_ns) + " of " + ms_text(d.wall_ns) + "); " + ms_text(unclaimed_idle_ns) +
                            " of it not explained by a single cause",
                        "keep the device fed: batch requests dynamically (continuous batching for LLM serving) within a "
                        "queue-delay budget, run more model concurrency (several CUDA streams or model instances), or "
@@ -312,7 +287,7 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
     const int64_t sync_ns = d.breakdown.idle_ns[static_cast<size_t>(IdleCause::kHostSync)];
     if (sync_ns > 0) {
       evidence += "; idle host_sync (host syncs, these copies among them) " +
-                  ms(static_cast<int64_t>(static_cast<double>(sync_ns) / steps)) + " per step";
+                  ms_text(static_cast<int64_t>(static_cast<double>(sync_ns) / steps)) + " per step";
     }
     out.push_back(make("pageable_copy",
                        "Copies from pageable host memory block the host: " + std::to_string(h.pageable_memcpys) +
@@ -328,9 +303,9 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   const double comm_share = static_cast<double>(d.breakdown.communication_ns) / wall;
   if (comm_share >= kModerate) {
     out.push_back(make("exposed_communication",
-                       "Exposed communication: collective kernels run alone " + pct(comm_share) +
+                       "Exposed communication: collective kernels run alone " + pct_text(comm_share) +
                            " of step time on " + where,
-                       ms(d.breakdown.communication_ns) + " of communication not overlapped by compute",
+                       ms_text(d.breakdown.communication_ns) + " of communication not overlapped by compute",
                        kind == Kind::kInference
                            ? "overlap collectives with compute (asynchronous tensor-parallel communication), or use "
                              "less tensor/pipeline parallelism when the model fits on fewer GPUs"
@@ -343,8 +318,8 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   // Busy but narrow kernels: low estimated SM efficiency.
   if (d.sm_efficiency_est && busy_share >= kBusyEnough && *d.sm_efficiency_est < kSmEfficiencyOfBusy * busy_share) {
     out.push_back(make("low_sm_efficiency",
-                       "Busy but narrow: estimated SM efficiency " + pct(*d.sm_efficiency_est) + " while busy " +
-                           pct(busy_share) + " on " + where,
+                       "Busy but narrow: estimated SM efficiency " + pct_text(*d.sm_efficiency_est) + " while busy " +
+                           pct_text(busy_share) + " on " + where,
                        "kernels launch fewer blocks than the device has SMs for much of the busy time",
                        "fuse small kernels (torch.compile), raise the batch size, or run several jobs per GPU "
                        "(MPS/MIG)",
@@ -353,8 +328,8 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   // Busy but low occupancy.
   if (d.achieved_occupancy_est && busy_share >= kBusyEnough && *d.achieved_occupancy_est < kLowOccupancy) {
     out.push_back(make("low_occupancy",
-                       "Busy but low occupancy: estimated achieved occupancy " + pct(*d.achieved_occupancy_est) +
-                           " while busy " + pct(busy_share) + " on " + where,
+                       "Busy but low occupancy: estimated achieved occupancy " + pct_text(*d.achieved_occupancy_est) +
+                           " while busy " + pct_text(busy_share) + " on " + where,
                        "launch configurations (block size, registers, shared memory) leave most warp slots empty",
                        "fuse small kernels, use larger blocks / fewer registers per thread (torch.compile max-autotune "
                        "picks configs), or raise the batch size",
@@ -367,10 +342,10 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
     const double mfu_while_busy = *d.mfu / busy_share;
     const double recover = static_cast<double>(d.breakdown.busy_ns()) * std::max(0.0, 1.0 - mfu_while_busy / kMfuTarget);
     out.push_back(make("low_mfu",
-                       "Busy but low MFU: " + pct(*d.mfu) + " of peak FLOP/s while busy " + pct(busy_share) + " on " +
+                       "Busy but low MFU: " + pct_text(*d.mfu) + " of peak FLOP/s while busy " + pct_text(busy_share) + " on " +
                            where,
-                       "MFU " + pct(*d.mfu) + " (" + pct(mfu_while_busy) + " of peak while busy); threshold " +
-                           pct(kLowMfu),
+                       "MFU " + pct_text(*d.mfu) + " (" + pct_text(mfu_while_busy) + " of peak while busy); threshold " +
+                           pct_text(kLowMfu),
                        "use bf16/fp16 autocast or fp8, keep matmuls on the tensor-core path (TF32 on, aligned shapes: "
                        "multiples of 8/16), and fuse memory-bound ops",
                        static_cast<int64_t>(recover), wall));
@@ -379,8 +354,8 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   const int64_t throttled_ns = h.throttle_power_ns + h.throttle_thermal_ns;
   if (h.throttle_known && static_cast<double>(throttled_ns) / wall >= kModerate) {
     const bool thermal = h.throttle_thermal_ns > h.throttle_power_ns;
-    std::string evidence = "clocks held down " + ms(throttled_ns) + " of " + ms(d.wall_ns) + " (power " +
-                           ms(h.throttle_power_ns) + ", thermal " + ms(h.throttle_thermal_ns) + ")";
+    std::string evidence = "clocks held down " + ms_text(throttled_ns) + " of " + ms_text(d.wall_ns) + " (power " +
+                           ms_text(h.throttle_power_ns) + ", thermal " + ms_text(h.throttle_thermal_ns) + ")";
     int64_t recover = 0;
     if (h.sm_clock_n > 0) {
       const double mean_clock = h.sm_clock_sum / static_cast<double>(h.sm_clock_n);
@@ -394,7 +369,7 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
     if (h.temperature_c_max) evidence += "; peak " + std::to_string(static_cast<int>(*h.temperature_c_max)) + " C";
     out.push_back(make("throttling",
                        std::string(thermal ? "Thermal" : "Power") + " throttling " +
-                           pct(static_cast<double>(throttled_ns) / wall) + " of step time on " + where,
+                           pct_text(static_cast<double>(throttled_ns) / wall) + " of step time on " + where,
                        std::move(evidence),
                        "not a code problem: check cooling, power limits (nvidia-smi -q -d PERFORMANCE,POWER) and "
                        "neighbouring jobs; compare against an unthrottled node before tuning code",
@@ -404,9 +379,9 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   if (h.reserved_max && h.allocated_max && *h.reserved_max >= kReservedOverAllocated * *h.allocated_max &&
       *h.reserved_max - *h.allocated_max >= kSlackBytes) {
     out.push_back(make("reserved_memory",
-                       "Allocator holds " + gib(*h.reserved_max - *h.allocated_max) + " reserved but unused on " +
+                       "Allocator holds " + gib_text(*h.reserved_max - *h.allocated_max) + " reserved but unused on " +
                            where,
-                       "peak reserved " + gib(*h.reserved_max) + " vs peak allocated " + gib(*h.allocated_max),
+                       "peak reserved " + gib_text(*h.reserved_max) + " vs peak allocated " + gib_text(*h.allocated_max),
                        "tune the caching allocator: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, avoid varying "
                        "tensor shapes per step, and do not call torch.cuda.empty_cache() in the loop",
                        0, wall));
@@ -417,9 +392,9 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   if (d.sm_efficiency_est && *d.sm_efficiency_est < kSmallJob && footprint && h.total_memory_bytes > 0 &&
       *footprint < kSmallJob * static_cast<double>(h.total_memory_bytes)) {
     out.push_back(make("small_job",
-                       "Small job on a big GPU: estimated SM efficiency " + pct(*d.sm_efficiency_est) + ", memory " +
-                           pct(*footprint / static_cast<double>(h.total_memory_bytes)) + " of the device on " + where,
-                       "footprint " + gib(*footprint) + " of " + gib(static_cast<double>(h.total_memory_bytes)) +
+                       "Small job on a big GPU: estimated SM efficiency " + pct_text(*d.sm_efficiency_est) + ", memory " +
+                           pct_text(*footprint / static_cast<double>(h.total_memory_bytes)) + " of the device on " + where,
+                       "footprint " + gib_text(*footprint) + " of " + gib_text(static_cast<double>(h.total_memory_bytes)) +
                            "; most SMs idle even while busy",
                        "share the GPU: MIG partitions or MPS for several such jobs, or a smaller GPU",
                        0, wall));
@@ -435,7 +410,7 @@ void capture_note(const Report& report, std::vector<Finding>& out) {
   for (const auto& d : report.summary.devices) wall_ns = std::max(wall_ns, d.wall_ns);
   out.push_back(make("graph_capture",
                      std::string(dominant ? "CUDA-graph capture run: " : "CUDA-graph capture: ") +
-                         ms(report.workload.capture_ns) + " (" + pct(share) +
+                         ms_text(report.workload.capture_ns) + " (" + pct_text(share) +
                          " of the analysed time) inside capture windows; the GPU idle there is expected, "
                          "not counted as recoverable",
                      report.workload.evidence,

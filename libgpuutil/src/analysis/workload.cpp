@@ -24,6 +24,7 @@
 #include <utility>
 
 #include "analysis/intervals.h"
+#include "analysis/text_format.h"
 #include "gpuutil/range_classify.h"
 
 namespace gpuutil {
@@ -89,16 +90,6 @@ bool is_graph_instantiate(std::string_view name) {
          contains(name, "GraphInstantiate");
 }
 
-std::string pct(double f) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
-  return buf;
-}
-std::string ms(int64_t ns) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
-  return buf;
-}
 
 // "1 backward op", "3 backward ops".
 std::string count_of(uint64_t n, const std::string& noun) {
@@ -241,7 +232,7 @@ Workload classify_workload(const WorkloadSignals& s) {
       s.analysed_ns > 0 ? static_cast<double>(s.capture_ns) / static_cast<double>(s.analysed_ns) : 0.0;
   std::string capture_text;
   if (s.capture_windows > 0 || s.graph_instantiations > 0) {
-    capture_text = "CUDA-graph capture " + ms(s.capture_ns) + " (" + pct(capture_share) + " of the analysed time; " +
+    capture_text = "CUDA-graph capture " + ms_text(s.capture_ns) + " (" + pct_text(capture_share) + " of the analysed time; " +
                    count_of(s.capture_windows, "stream-capture window") + ", " +
                    count_of(s.graph_instantiations, "graph instantiation") + ")";
   }
