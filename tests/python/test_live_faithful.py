@@ -116,7 +116,9 @@ def test_a_dataloader_range_from_the_libtorch_hook_and_the_launch_after_it_meet_
         assert "torch_hook_fallback" not in step["diagnostics"], "this test is about the LibTorch hook"
         # The gap before the kernel is the wait of the thread that launched it.
         assert step["breakdown"]["idle_dataloader"] >= 18_000_000, step
-        assert step["breakdown"]["idle_host"] < 5_000_000, step
+        # Were the wait on another thread, its 20 ms would be idle_host; the
+        # rest of the step is Python overhead, a few ms on a loaded machine.
+        assert step["breakdown"]["idle_host"] < 10_000_000, step
 
 
 def test_a_real_dataloader_wait_from_the_python_hooks_and_the_launch_after_it_meet_on_one_thread():
