@@ -43,7 +43,7 @@ void sleep_until(int64_t t_ns) {
 // for a buffer (on this thread). `reserved`: a device record that is complete
 // only at `end_ns`. Returns false when the record was lost for lack of a buffer.
 bool put(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const void* record, size_t bytes, bool reserved,
-         int64_t start_ns, int64_t end_ns, bool unknown_kind = false) {
+         int64_t start_ns, int64_t end_ns, bool unknown_kind = false, bool planted_fault = false) {
   ++s.stats.records_emitted;
   const size_t need = 8 + ((bytes + 7) & ~size_t(7));
   if (slot.cur.data != nullptr && slot.cur.used + need > slot.cur.size) {
@@ -82,6 +82,7 @@ bool put(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const void* rec
     b.complete_at_ns = std::max(b.complete_at_ns, end_ns);
   }
   b.used += need;
+  b.keep_intact = b.keep_intact || planted_fault || unknown_kind;
   ++s.stats.records_written;
   return true;
 }
@@ -182,7 +183,7 @@ void complete_device_work(std::unique_lock<std::mutex>& lk, State& s, int64_t no
     }
     Slot& slot = s.device_slots[w.device];
     slot.is_device = true;
-    put(lk, s, slot, w.record.data(), w.record.size(), false, 0, 0);
+    put(lk, s, slot, w.record.data(), w.record.size(), false, 0, 0, false, w.planted_fault);
   }
 }
 
@@ -196,9 +197,9 @@ void deliver(std::unique_lock<std::mutex>& lk, State& s, std::vector<Buffer>&& b
   std::vector<Delivery> out;
   for (Buffer& b : buffers) {
     ++s.stats.buffers_completed;
-    // The first two buffers are always delivered intact, so record-level
-    // faults injected at the start stay observable.
-    const bool faults = s.stats.buffers_completed > 2;
+    // The first two buffers, and any buffer holding a planted record-level
+    // fault, are delivered intact, so those faults stay observable.
+    const bool faults = s.stats.buffers_completed > 2 && !b.keep_intact;
     if (faults && s.cfg.null_buffers > 0) {
       --s.cfg.null_buffers;
       out.push_back({nullptr, b.size, 0});  // like CUPTI losing track of a buffer: never returned
@@ -332,10 +333,12 @@ void emit_work(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const fak
   }
   std::vector<uint8_t> rec = device_record(s, w, start, end, corr);
   bool unknown = false;
+  bool planted = false;
   if (w.kind == FAKE_CUPTI_KERNEL) {
     if (s.cfg.zero_timestamps > 0) {
       --s.cfg.zero_timestamps;
       reinterpret_cast<CUpti_ActivityKernel10*>(rec.data())->start = 0;
+      planted = true;
     } else if (s.cfg.unknown_kinds > 0) {
       --s.cfg.unknown_kinds;
       unknown = true;
@@ -343,10 +346,10 @@ void emit_work(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const fak
   }
   s.last_device_end_ns = std::max(s.last_device_end_ns, end);
   if (s.cfg.device_records == FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER && !unknown) {
-    s.pending.push_back({start, end, w.device, std::move(rec)});
+    s.pending.push_back({start, end, w.device, std::move(rec), planted});
     return;
   }
-  put(lk, s, slot, rec.data(), rec.size(), true, start, end, unknown);
+  put(lk, s, slot, rec.data(), rec.size(), true, start, end, unknown, planted);
 }
 
 }  // namespace

@@ -44,6 +44,10 @@ struct Buffer {
   int64_t complete_at_ns = INT64_MIN;  // every record is complete once mono_ns() >= this
   std::vector<Reserved> reserved;
   bool full = false;  // closed because the next record did not fit (CUPTI hands these over by itself)
+  // Holds a planted record-level fault (zero timestamps, unknown kind): no
+  // buffer-level fault is applied to it, so every planted fault stays
+  // observable whatever order buffers complete in.
+  bool keep_intact = false;
 };
 
 struct Slot {
@@ -58,6 +62,7 @@ struct PendingWork {
   int64_t end_ns;
   uint32_t device;
   std::vector<uint8_t> record;  // the full record struct
+  bool planted_fault = false;   // see Buffer::keep_intact
 };
 
 struct State {
