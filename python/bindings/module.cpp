@@ -39,6 +39,7 @@ void bind_export(py::module_& m);   // export_bindings.cpp
 void bind_nvml(py::module_& m);     // nvml_bindings.cpp
 void bind_live(py::module_& m);     // live_bindings.cpp
 void bind_torch_hook(py::module_& m);  // torch_hook_bindings.cpp
+void bind_cluster(py::module_& m);     // cluster_bindings.cpp
 
 namespace {
 
@@ -149,6 +150,7 @@ PYBIND11_MODULE(_core, m, py::mod_gil_not_used()) {
   bind_nvml(m);
   bind_live(m);
   bind_torch_hook(m);
+  bind_cluster(m);
   m.def("version", []() { return std::string(GPUUTIL_VERSION); }, "The gpuutil library version.");
   m.def("report_schema", []() { return std::string(gpuutil::kReportSchema); },
         "The JSON report schema id, e.g. 'gpuutil.report/1'.");

@@ -158,6 +158,33 @@ void bind_session(py::module_& m) {
             return jsons(std::move(outs));
           },
           py::arg("t_ns"))
+      .def("keep_rank_steps", &gpuutil::Session::keep_rank_steps, py::arg("max_steps"),
+           "Keeps every reported step's compact cross-rank summary (at most max_steps) for "
+           "take_rank_batch_json(); 0 turns it off.")
+      .def(
+          "take_rank_batch_json",
+          [](gpuutil::Session& s, const std::string& host, bool finished, std::optional<int64_t> clock_offset_ns,
+             std::optional<int64_t> clock_uncertainty_ns, int64_t shift_ns) {
+            gpuutil::RankBatch b;
+            uint64_t dropped = 0;
+            {
+              py::gil_scoped_release release;
+              b.steps = s.take_rank_steps(&dropped);
+            }
+            b.rank = s.rank();
+            b.host = host;
+            b.finished = finished;
+            b.clock_offset_ns = clock_offset_ns;
+            b.clock_uncertainty_ns = clock_uncertainty_ns;
+            for (auto& st : b.steps) st.start_ns += shift_ns;
+            return py::make_tuple(gpuutil::rank_batch_to_json(b), dropped, b.steps.size());
+          },
+          py::arg("host"), py::arg("finished") = false, py::arg("clock_offset_ns") = py::none(),
+          py::arg("clock_uncertainty_ns") = py::none(), py::arg("shift_ns") = 0,
+          "Takes the kept step summaries as one rank batch (JSON; docs/distributed.md): returns (json, dropped, "
+          "steps). shift_ns is added to step starts (the rank's published clock).")
+      .def("write_jsonl_line", &gpuutil::Session::write_jsonl_line, py::arg("line"),
+           py::call_guard<py::gil_scoped_release>(), "Appends a line to the JSON Lines file (if any).")
       .def_property_readonly("steps_reported", &gpuutil::Session::steps_reported)
       .def_property_readonly("outside_steps_ns", &gpuutil::Session::outside_steps_ns)
       .def_property_readonly("pending_events", &gpuutil::Session::pending_events)

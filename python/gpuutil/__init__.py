@@ -46,7 +46,21 @@ def _torch_collector(prof: Profile):  # type: ignore[no-untyped-def]
     return TorchCollector(prof)
 
 
+def _cluster_collector(prof: Profile):  # type: ignore[no-untyped-def]
+    # The cross-rank view needs torch.distributed; like the PyTorch hook it
+    # attaches only when the program imported torch (docs/distributed.md).
+    import sys
+
+    if "torch" not in sys.modules or not prof.cluster_options["enabled"]:
+        return None
+    from gpuutil.torch._cluster import ClusterCollector
+
+    o = prof.cluster_options
+    return ClusterCollector(prof, interval_ms=o["interval_ms"], timeout_s=o["timeout_s"], leader=o["leader"])
+
+
 register_collector(_torch_collector)
+register_collector(_cluster_collector)
 
 __all__ = [
     "DIAGNOSTICS",

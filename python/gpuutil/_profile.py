@@ -116,6 +116,10 @@ class Profile:
         on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
         report_interval_ms: float = 100.0,
         hardware_flops_per_step: Optional[float] = None,
+        cluster: bool = True,
+        cluster_interval_ms: float = 1000.0,
+        cluster_timeout_s: float = 30.0,
+        cluster_leader: int = 0,
     ) -> None:
         #: "measure" when FLOPs per step are to be measured (by the PyTorch
         #: collector, on one sampled step), else None.
@@ -137,6 +141,18 @@ class Profile:
             raise ValueError("keep_reports must be >= 0")
         if not isinstance(report_interval_ms, (int, float)) or not 0 <= report_interval_ms < math.inf:
             raise ValueError(f"report_interval_ms must be a finite number >= 0, not {report_interval_ms!r}")
+        for name, value in (("cluster_interval_ms", cluster_interval_ms), ("cluster_timeout_s", cluster_timeout_s)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, not {value!r}")
+        if isinstance(cluster_leader, bool) or not isinstance(cluster_leader, int) or cluster_leader < 0:
+            raise ValueError(f"cluster_leader must be a rank (an int >= 0), not {cluster_leader!r}")
+        #: Cross-rank view settings (docs/distributed.md), read by the cluster collector.
+        self.cluster_options: Dict[str, Any] = {
+            "enabled": bool(cluster),
+            "interval_ms": float(cluster_interval_ms),
+            "timeout_s": float(cluster_timeout_s),
+            "leader": cluster_leader,
+        }
         self.rank, self.world_size = _rank_and_world()
         self.output: Optional[str] = _ranked_path(os.fspath(output), self.rank, self.world_size) if output else None
         self._session = _core.Session(
@@ -218,6 +234,7 @@ class Profile:
             c.stop(self)
         self._unreported = False
         self._deliver(self._session.finish(_core.now_ns()))
+        self._after_report(final=True)
         _live_profiles.discard(self)
 
     def __enter__(self) -> "Profile":
@@ -303,6 +320,27 @@ class Profile:
             if before is not None:
                 before(self)
         self._deliver(self._session.collect(self._complete_ns))
+        self._after_report()
+
+    def _after_report(self, final: bool = False) -> None:
+        for c in self._collectors:
+            after = getattr(c, "after_report", None)
+            if after is not None:
+                try:
+                    after(self, final)
+                except Exception as e:  # noqa: BLE001 - never into the training loop
+                    self._session.count("collector_failed", 1, f"{c.name}: {type(e).__name__}: {e}")
+
+    def cluster_view(self) -> Optional[Dict[str, Any]]:
+        """The newest cross-rank view on the leader rank ({"ranks", "cluster",
+        "findings"}; docs/distributed.md), else None."""
+        for c in self._collectors:
+            view = getattr(c, "view", None)
+            if view is not None:
+                v = view()
+                if v is not None:
+                    return v
+        return None
 
     def flush(self) -> None:
         """Analyses and reports every finished step now (to ``prof.reports``,
@@ -332,7 +370,10 @@ class Profile:
         self.flush()
         totals = json.loads(self._session.run_totals_json())
         findings = totals["findings"]
-        return {
+        cluster = self.cluster_view()
+        if cluster is not None:
+            findings = sorted(findings + cluster["findings"], key=lambda f: -f.get("recoverable_ns", 0))
+        out = {
             "steps": totals["steps"],
             "steps_wall_ns": totals["steps_wall_ns"],
             "outside_steps_ns": self._session.outside_steps_ns,
@@ -343,6 +384,10 @@ class Profile:
             "steps_source": self.steps_source,
             "host": totals["host"],
         }
+        if cluster is not None:
+            out["ranks"] = cluster["ranks"]
+            out["cluster"] = cluster["cluster"]
+        return out
 
     def _deliver(self, lines: List[str]) -> None:
         if not lines:
@@ -473,6 +518,10 @@ def profile(
     on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
     report_interval_ms: float = 100.0,
     hardware_flops_per_step: Optional[float] = None,
+    cluster: bool = True,
+    cluster_interval_ms: float = 1000.0,
+    cluster_timeout_s: float = 30.0,
+    cluster_leader: int = 0,
 ) -> Profile:
     """Profiles a training loop, step by step.
 
@@ -513,6 +562,15 @@ def profile(
         report_interval_ms: finished steps are analysed in batches at most
             this often (0: at every step end). Reading ``prof.reports`` or
             ``prof.summary()`` reports every finished step first.
+        cluster: with torch.distributed initialised (now or later), every
+            rank sends compact step summaries through the job's c10d store
+            and the leader rank's ``prof.summary()`` gets ``ranks``,
+            ``cluster`` and straggler findings (docs/distributed.md).
+        cluster_interval_ms: how often a rank publishes (at most).
+        cluster_timeout_s: a rank silent this long is no longer waited for
+            (named in ``cluster.lost_ranks``); also the leader's longest wait
+            at stop for the others' last summaries.
+        cluster_leader: the rank that assembles the view.
 
     Returns a :class:`Profile`; use it as a context manager.
     """
@@ -525,4 +583,8 @@ def profile(
         on_step=on_step,
         report_interval_ms=report_interval_ms,
         hardware_flops_per_step=hardware_flops_per_step,
+        cluster=cluster,
+        cluster_interval_ms=cluster_interval_ms,
+        cluster_timeout_s=cluster_timeout_s,
+        cluster_leader=cluster_leader,
     )

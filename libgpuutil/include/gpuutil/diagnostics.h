@@ -61,7 +61,10 @@ const char* to_string(Severity s);
   X(cupti_subscriber_other, kInfo, "another CUPTI subscriber holds the subscription; activity records are collected without it (see example)") \
   X(cupti_thread_ids_os, kInfo, "CUPTI reports OS thread ids (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM, set by another tool); threads joined by OS tid") \
   X(nvml_counters_partial, kInfo, "NVML counters are partial: a listed CUDA device was not found in NVML, a MIG device reports its parent GPU's clocks/power and no utilisation, a field is not supported, or devices are labelled by NVML index (see example: which)") \
-  X(cupti_graph_correlation, kWarning, "CUDA graphs with CUPTI 13.0: graph kernels' correlation ids are wrong in every session after the first; upgrade to CUPTI 13.1 Update 1 or later (see example)")
+  X(cupti_graph_correlation, kWarning, "CUDA graphs with CUPTI 13.0: graph kernels' correlation ids are wrong in every session after the first; upgrade to CUPTI 13.1 Update 1 or later (see example)") \
+  X(collector_failed, kWarning, "a collector raised after a report batch; it was skipped for that batch (see example)") \
+  X(cluster_off, kWarning, "the cross-rank view is off or stopped on this rank (see example: why)") \
+  X(cluster_steps_dropped, kWarning, "cross-rank step summaries were dropped before publishing (the exchange fell behind); the cluster view lacks them")
 
 enum class Diag : uint16_t {
 #define GPUUTIL_DIAG_ENUM(name, sev, desc) name,

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -141,6 +142,19 @@ struct HostThreadStepReport {
   std::array<std::vector<NamedTime>, kHostCategoryCount> culprits;
 };
 
+// One collective instance on one rank: its group (a stream ordinal for GPU
+// collective kernels, "gloo" for host-side gloo execution) and how long the
+// rank spent in it. Feeds the cross-rank view (gpuutil/cluster.h).
+struct CollectiveSample {
+  std::string group;
+  int64_t dur_ns = 0;
+};
+struct RankCollectives {
+  int32_t rank = 0;
+  std::vector<CollectiveSample> samples;  // in start order
+  uint64_t dropped = 0;                   // beyond the per-step cap
+};
+
 struct StepReport {
   int64_t step = 0;
   int64_t start_ns = 0;
@@ -148,6 +162,7 @@ struct StepReport {
   int64_t wall_ns = 0;
   std::vector<DeviceStepReport> devices;
   std::vector<HostThreadStepReport> host;  // per rank, per thread with host ranges in the step
+  std::vector<RankCollectives> collectives;  // per rank; not in the step JSON (cluster view input)
 };
 
 struct Finding {
@@ -157,6 +172,11 @@ struct Finding {
   std::string fix;       // the intervention that fits
   int64_t recoverable_ns = 0;  // over all steps
   double share_of_wall = 0;    // recoverable / total step wall
+  // Cross-rank findings ("straggler") only: the rank, its host and the
+  // category that explains it; rank < 0 and empty strings otherwise.
+  int32_t rank = -1;
+  std::string host;
+  std::string cause;
 };
 
 struct DeviceSummary {
@@ -201,6 +221,8 @@ struct Workload {
   int64_t capture_ns = 0;
 };
 
+struct ClusterView;  // gpuutil/cluster.h
+
 struct Report {
   std::vector<SourceInfo> sources;
   Workload workload;
@@ -209,6 +231,10 @@ struct Report {
   std::vector<Finding> findings;  // ranked, most recoverable first
   Diagnostics diagnostics;
   std::string flops_source;  // "user", "trace", or "" (unknown)
+  // The cross-rank view when the report covers several ranks (offline:
+  // several rank files); null otherwise. Serialised as summary.ranks and
+  // summary.cluster; its straggler findings are also in `findings`.
+  std::shared_ptr<const ClusterView> cluster;
 };
 
 }  // namespace gpuutil

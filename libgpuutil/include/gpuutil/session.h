@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,7 @@
 #include "gpuutil/analysis.h"
 #include "gpuutil/events.h"
 #include "gpuutil/report.h"
+#include "gpuutil/cluster.h"
 #include "gpuutil/run_totals.h"
 
 namespace gpuutil {
@@ -139,6 +141,18 @@ class Session {
   size_t pending_events() const;     // buffered now (for memory tests)
   RunTotals run_totals() const;      // sums over every reported step
 
+  // Cross-rank view input (gpuutil/cluster.h): from now on every reported
+  // step's RankStep is kept, at most `max_steps` (older ones are dropped and
+  // counted in take_rank_steps), until taken. 0 turns it off.
+  void keep_rank_steps(size_t max_steps);
+  // The kept RankSteps, oldest first; `dropped` gets how many were dropped
+  // since the last take. Any thread.
+  std::vector<RankStep> take_rank_steps(uint64_t* dropped = nullptr);
+  int32_t rank() const { return store_.rank; }
+  // Appends one line (e.g. a cluster record) to the JSON Lines file, if
+  // any, between step reports; false when there is no file or it failed.
+  bool write_jsonl_line(const std::string& line);
+
   // Called with each finished step while the session lock is NOT held
   // (e.g. a tracker sink). Set before the first step.
   void set_step_callback(std::function<void(const StepOutput&)> cb);
@@ -174,6 +188,9 @@ class Session {
   Diagnostics since_last_report_;
   std::vector<std::pair<Diag, std::string>> standing_;
   RunTotals totals_;
+  size_t keep_rank_steps_ = 0;
+  std::deque<RankStep> rank_steps_;
+  uint64_t rank_steps_dropped_ = 0;
   std::unique_ptr<JsonlSink> jsonl_;
   std::function<void(const StepOutput&)> callback_;
 };

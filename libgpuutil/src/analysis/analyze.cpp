@@ -12,6 +12,8 @@
 #include "analysis/device_health.h"
 #include "analysis/device_timeline.h"
 #include "analysis/findings.h"
+#include "analysis/collective_spans.h"
+#include "gpuutil/cluster.h"
 #include "analysis/host_breakdown.h"
 #include "analysis/host_timeline.h"
 #include "analysis/idle_attribution.h"
@@ -104,6 +106,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
     HostBreakdownIndex::Scratch host_scratch;  // reused by every step of this store
     StepMetricsScratch metrics_scratch;
     const CounterIndex counters(s);
+    const CollectiveSpans collectives(s);
     const int64_t fallback = busiest_thread(s);
     {
       uint64_t unmatched = 0;
@@ -148,6 +151,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         step.end_ns = w.end_ns;
         step.wall_ns = w.wall_ns();
       }
+      if (!collectives.empty()) step.collectives.push_back(collectives.in(w.start_ns, w.end_ns, s.rank));
       for (auto& h : host_index.step(w.start_ns, w.end_ns, options.top_n, host_scratch)) {
         h.rank = s.rank;
         step.host.push_back(std::move(h));
@@ -264,6 +268,12 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
   }
   report.workload = classify_workload(workload);
   report.findings = derive_findings(report);
+  if (auto view = cluster_view_of(report)) {
+    for (const auto& f : view->findings) report.findings.push_back(f);
+    std::stable_sort(report.findings.begin(), report.findings.end(),
+                     [](const Finding& a, const Finding& b) { return a.recoverable_ns > b.recoverable_ns; });
+    report.cluster = std::make_shared<const ClusterView>(std::move(*view));
+  }
   return report;
 }
 

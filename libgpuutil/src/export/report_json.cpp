@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "export/json_writer.h"
+#include "export/report_json_parts.h"
 
 namespace gpuutil {
 
@@ -300,17 +301,6 @@ void device_summary_json(JsonWriter& w, const DeviceSummary& d) {
   w.end_object();
 }
 
-void finding_json(JsonWriter& w, const Finding& f) {
-  w.begin_object();
-  w.member("id", f.id);
-  w.member("title", f.title);
-  w.member("evidence", f.evidence);
-  w.member("fix", f.fix);
-  w.member("recoverable_ns", f.recoverable_ns);
-  w.member("share_of_wall", f.share_of_wall);  // null when not finite
-  w.end_object();
-}
-
 void summary_json(JsonWriter& w, const Report& r) {
   const Summary& s = r.summary;
   w.begin_object();
@@ -324,6 +314,7 @@ void summary_json(JsonWriter& w, const Report& r) {
   w.begin_array();
   for (const auto& d : s.devices) device_summary_json(w, d);
   w.end_array();
+  if (r.cluster) cluster_members(w, *r.cluster);  // summary.ranks, summary.cluster
   w.key("top_finding");
   if (r.findings.empty()) {
     w.null();
@@ -368,6 +359,23 @@ void sources_json(JsonWriter& w, const std::vector<SourceInfo>& sources) {
 }
 
 }  // namespace
+
+void finding_json(JsonWriter& w, const Finding& f) {
+  w.begin_object();
+  w.member("id", f.id);
+  w.member("title", f.title);
+  w.member("evidence", f.evidence);
+  w.member("fix", f.fix);
+  w.member("recoverable_ns", f.recoverable_ns);
+  w.member("share_of_wall", f.share_of_wall);  // null when not finite
+  if (f.rank >= 0) {  // cross-rank findings (docs/report-schema.md, "Cluster")
+    w.member("rank", f.rank);
+    w.member("host", f.host);
+    w.member("cause", f.cause);
+  }
+  w.end_object();
+}
+
 
 std::string report_to_json(const Report& report, int indent) {
   std::string out;

@@ -261,6 +261,15 @@ std::vector<StepOutput> Session::collect() {
       o.report.summary.trace_span_ns = w.wall_ns();
       o.report.summary.outside_steps_ns = 0;
       o.json = report_to_json(o.report);
+      if (keep_rank_steps_ > 0 && !o.report.steps.empty()) {
+        if (auto rs = rank_step_of(o.report.steps.front(), store_.rank)) {
+          if (rank_steps_.size() >= keep_rank_steps_) {
+            rank_steps_.pop_front();
+            ++rank_steps_dropped_;
+          }
+          rank_steps_.push_back(std::move(*rs));
+        }
+      }
       if (jsonl_ && !jsonl_->write_line(o.json)) since_last_report_.add(Diag::sink_write_failed);
       ++steps_reported_;
       out.push_back(std::move(o));
@@ -276,6 +285,32 @@ std::vector<StepOutput> Session::collect() {
   if (callback_) {
     for (const auto& o : out) callback_(o);
   }
+  return out;
+}
+
+bool Session::write_jsonl_line(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!jsonl_) return false;
+  if (jsonl_->write_line(line)) return true;
+  since_last_report_.add(Diag::sink_write_failed);
+  return false;
+}
+
+void Session::keep_rank_steps(size_t max_steps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  keep_rank_steps_ = max_steps;
+  while (rank_steps_.size() > max_steps) {
+    rank_steps_.pop_front();
+    ++rank_steps_dropped_;
+  }
+}
+
+std::vector<RankStep> Session::take_rank_steps(uint64_t* dropped) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RankStep> out(std::make_move_iterator(rank_steps_.begin()), std::make_move_iterator(rank_steps_.end()));
+  rank_steps_.clear();
+  if (dropped) *dropped = rank_steps_dropped_;
+  rank_steps_dropped_ = 0;
   return out;
 }
 

@@ -22,6 +22,8 @@ step, then hooks on those modules only).
 
 from __future__ import annotations
 
+import sys
+import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from gpuutil import _core
@@ -70,6 +72,13 @@ class TorchCollector:
         self._function_scope = function_scope
         self._cuda = torch.cuda.is_available()
         self._autograd_nodes = self._cuda if autograd_nodes is None else autograd_nodes
+        self._dist = dist_module_if_initialised
+        # Under torch.distributed, gloo's worker threads record each
+        # collective ("gloo:*") a moment after the training thread was
+        # released from it, so a step's data is complete only at the next
+        # boundary: reports lag one step (complete_until_ns).
+        self._prev_boundary_ns: Optional[int] = None
+        self._boundary_ns: Optional[int] = None
         self._ext: Any = None
         self._drainer: Any = None
         self._hooks: Optional[PythonHooks] = None
@@ -107,6 +116,7 @@ class TorchCollector:
         if self._flops is not None:
             self._flops.on_step_end()
         self._drain()
+        self._prev_boundary_ns, self._boundary_ns = self._boundary_ns, _core.now_ns()
         self._sample_allocator(prof)
         if self._cuda and not self._devices_set:
             self._devices_set = set_device_info(prof._session)
@@ -127,16 +137,34 @@ class TorchCollector:
             session.add_counter("torch_peak_allocated_bytes", now, device, peak)
 
     def complete_until_ns(self) -> Optional[int]:
+        if self._dist() is None:
+            return None
+        return self._prev_boundary_ns if self._prev_boundary_ns is not None else -(1 << 62)
+
+    def wait_complete(self, t_ns: int) -> Optional[int]:
+        """flush(): everything recorded by now is drained."""
+        self._drain()
         return None
 
     def stop(self, prof: "Profile") -> None:
         if self._flops is not None:
             self._flops.stop()
         if self._ext is not None:
+            if self._dist() is not None:
+                time.sleep(0.002)  # gloo's last "gloo:*" record (see complete_until_ns)
             self._ext.stop()
             self._drain()
         if self._hooks is not None:
             self._hooks.uninstall()
+
+
+def dist_module_if_initialised() -> Any:
+    """torch.distributed when it is initialised, else None (cheap: called at
+    every step boundary)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    return dist
 
 
 def set_device_info(session: Any) -> bool:

@@ -3,7 +3,8 @@
 // torch (gpuutil/torch/_ext.py builds and loads it; docs/pytorch.md).
 //
 // Which ranges: USER_SCOPE (record_function: "enumerate(DataLoader)#...",
-// "Optimizer.step#...", user annotations) always; BACKWARD_FUNCTION (the
+// "Optimizer.step#...", user annotations, gloo's collective execution
+// "gloo:*" on its worker threads) always; BACKWARD_FUNCTION (the
 // autograd engine's "autograd::engine::evaluate_function: ...") when
 // autograd_nodes is on;
 // FUNCTION scope (every aten op) only for the names a category needs
@@ -62,7 +63,10 @@ bool starts_with(const char* s, const char* prefix) { return std::strncmp(s, pre
 
 // Whether a range is recorded (the same answer at enter and exit).
 bool wanted(const at::RecordFunction& fn) {
-  if (fn.isAsync()) return false;
+  // Async ranges start and end on different threads, except gloo's: its
+  // worker thread runs each collective from start to completion inside one
+  // ("gloo:all_reduce"), which is the instance the cross-rank view measures.
+  if (fn.isAsync()) return fn.scope() == at::RecordScope::USER_SCOPE && starts_with(fn.name(), "gloo:");
   switch (fn.scope()) {
     case at::RecordScope::USER_SCOPE:
     case at::RecordScope::BACKWARD_FUNCTION:

@@ -1,0 +1,41 @@
+// Collective instances of one source, for the cross-rank view
+// (gpuutil/cluster.h): what each rank spent in each collective.
+//
+// From GPU collective kernels (NCCL, RCCL...) when the source has any,
+// grouped by their stream's ordinal among the source's collective streams
+// (stream ids differ between ranks; their order of first use does not);
+// else from host-side collective execution ranges ("gloo:*", which gloo
+// records on its worker thread from start to completion). Host "nccl:*" /
+// "c10d::*" ranges only enqueue and are not instances.
+//
+// Internal to the analysis core; pure.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpuutil/events.h"
+#include "gpuutil/report.h"
+
+namespace gpuutil {
+
+class CollectiveSpans {
+ public:
+  explicit CollectiveSpans(const EventStore& s);
+  // Instances starting in [lo, hi), in start order; at most `cap` (the rest
+  // counted in `dropped`).
+  RankCollectives in(int64_t lo, int64_t hi, int32_t rank, size_t cap = 4096) const;
+  bool empty() const { return spans_.empty(); }
+
+ private:
+  struct Span {
+    int64_t start_ns;
+    int64_t dur_ns;
+    uint32_t group;
+  };
+  std::vector<Span> spans_;  // by start
+  std::vector<std::string> groups_;
+};
+
+}  // namespace gpuutil

@@ -1,0 +1,125 @@
+"""A small DDP training job on CPU (gloo) with a planted straggler, for the
+cross-rank tests (test_distributed.py) and the overhead benchmark
+(benchmarks/bench_cluster_overhead.py). Run it under torchrun, or as
+plain processes with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set.
+
+    torchrun --nproc-per-node 4 tests/python/dist_job.py --out DIR \\
+        --slow-rank 2 --slow-ms 40 --steps 20
+
+Each rank writes DIR/rank<R>.json: its summary (the leader's has ``ranks``,
+``cluster`` and the straggler findings) and its mean step time.
+
+Faults: ``--stop-early-rank R --stop-early-step N`` stops R's profile and
+exits after step N (the others go on with local-only steps, no
+collectives); ``--kill-rank R --kill-step N`` SIGKILLs R after step N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import gpuutil
+
+
+class SleepyDataset(torch.utils.data.Dataset):
+    def __init__(self, n: int, sleep_s: float) -> None:
+        self.n = n
+        self.sleep_s = sleep_s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        if self.sleep_s > 0:
+            time.sleep(self.sleep_s)
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(64, generator=g), torch.randn(8, generator=g)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--slow-rank", type=int, default=-1)
+    ap.add_argument("--slow-ms", type=float, default=40.0)
+    ap.add_argument("--base-ms", type=float, default=2.0, help="every rank's per-batch dataset time")
+    ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--no-cluster", action="store_true")
+    ap.add_argument("--timeout-s", type=float, default=20.0)
+    ap.add_argument("--interval-ms", type=float, default=200.0)
+    ap.add_argument("--stop-early-rank", type=int, default=-1)
+    ap.add_argument("--stop-early-step", type=int, default=-1)
+    ap.add_argument("--kill-rank", type=int, default=-1)
+    ap.add_argument("--kill-step", type=int, default=-1)
+    ap.add_argument("--local-steps", type=int, default=0, help="steps without collectives after the DDP ones")
+    args = ap.parse_args()
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    sleep_s = (args.base_ms + (args.slow_ms if rank == args.slow_rank else 0.0)) / 1e3
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = torch.utils.data.DataLoader(
+        SleepyDataset(10_000, sleep_s), batch_size=1, num_workers=0, shuffle=False
+    )
+
+    prof = None
+    if not args.no_profile:
+        prof = gpuutil.profile(
+            cluster=not args.no_cluster,
+            cluster_interval_ms=args.interval_ms,
+            cluster_timeout_s=args.timeout_s,
+        ).start()
+    it = iter(loader)
+    t0 = time.perf_counter()
+    for step in range(args.steps):
+        x, y = next(it)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if rank == args.kill_rank and step == args.kill_step:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if rank == args.stop_early_rank and step == args.stop_early_step:
+            if prof is not None:
+                prof.stop()
+            _write(args.out, rank, prof, t0, step + 1)
+            return 0
+    ddp_s = time.perf_counter() - t0
+    for step in range(args.local_steps):  # no collectives: ranks may have left
+        x, y = next(it)
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    if prof is not None:
+        prof.stop()
+    _write(args.out, rank, prof, t0, args.steps, ddp_s)
+    if args.local_steps == 0 and args.kill_rank < 0 and args.stop_early_rank < 0:
+        dist.destroy_process_group()
+    return 0
+
+
+def _write(out: str, rank: int, prof, t0: float, steps: int, ddp_s: float = 0.0) -> None:
+    summary = prof.summary() if prof is not None else None
+    doc = {"rank": rank, "steps": steps, "ddp_s": ddp_s or time.perf_counter() - t0, "summary": summary}
+    os.makedirs(out, exist_ok=True)
+    tmp = os.path.join(out, f"rank{rank}.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(doc, f)
+    os.replace(tmp, os.path.join(out, f"rank{rank}.json"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
