@@ -163,15 +163,15 @@ void bind_session(py::module_& m) {
            "take_rank_batch_json(); 0 turns it off.")
       .def(
           "take_rank_batch_json",
-          [](gpuutil::Session& s, const std::string& host, bool finished, std::optional<int64_t> clock_offset_ns,
-             std::optional<int64_t> clock_uncertainty_ns, int64_t shift_ns) {
+          [](gpuutil::Session& s, int32_t rank, const std::string& host, bool finished,
+             std::optional<int64_t> clock_offset_ns, std::optional<int64_t> clock_uncertainty_ns, int64_t shift_ns) {
             gpuutil::RankBatch b;
             uint64_t dropped = 0;
             {
               py::gil_scoped_release release;
               b.steps = s.take_rank_steps(&dropped);
             }
-            b.rank = s.rank();
+            b.rank = rank;
             b.host = host;
             b.finished = finished;
             b.clock_offset_ns = clock_offset_ns;
@@ -179,9 +179,10 @@ void bind_session(py::module_& m) {
             for (auto& st : b.steps) st.start_ns += shift_ns;
             return py::make_tuple(gpuutil::rank_batch_to_json(b), dropped, b.steps.size());
           },
-          py::arg("host"), py::arg("finished") = false, py::arg("clock_offset_ns") = py::none(),
+          py::arg("rank"), py::arg("host"), py::arg("finished") = false, py::arg("clock_offset_ns") = py::none(),
           py::arg("clock_uncertainty_ns") = py::none(), py::arg("shift_ns") = 0,
-          "Takes the kept step summaries as one rank batch (JSON; docs/distributed.md): returns (json, dropped, "
+          "Takes the kept step summaries as one rank batch (JSON; docs/distributed.md) of `rank` (the job's rank, "
+          "which may differ from the session's when RANK was not in the environment): returns (json, dropped, "
           "steps). shift_ns is added to step starts (the rank's published clock).")
       .def("write_jsonl_line", &gpuutil::Session::write_jsonl_line, py::arg("line"),
            py::call_guard<py::gil_scoped_release>(), "Appends a line to the JSON Lines file (if any).")

@@ -33,6 +33,7 @@ import collections
 import json
 import math
 import os
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence, Union, overload
@@ -90,6 +91,15 @@ def _rank_and_world() -> "tuple[int, int]":
         except ValueError:
             return default
 
+    if "RANK" not in os.environ:
+        # Launchers that do not export RANK (Lightning's DDP subprocesses set
+        # LOCAL_RANK/NODE_RANK only): the initialised process group knows.
+        dist = sys.modules.get("torch.distributed")
+        try:
+            if dist is not None and dist.is_available() and dist.is_initialized():
+                return dist.get_rank(), dist.get_world_size()
+        except Exception:  # noqa: BLE001 - fall back to the environment
+            pass
     return env_int("RANK", 0), env_int("WORLD_SIZE", 1)
 
 

@@ -1,10 +1,13 @@
 """Plain-text rendering of a gpuutil.report/1 dict for the terminal.
 
 Used by ``gpuutil analyze`` (cli.py) for its default output: a per-step
-table, a summary block per device, the time outside steps, the top finding
-and the non-zero diagnostics. Pure functions from the report dict to text;
-no I/O here. Times are shown in milliseconds, shares in percent of the
-device's wall time.
+table, a summary block per device, the time outside steps, the cross-rank
+table when several ranks were analysed (``summary.ranks``: per rank its
+step wall, own time and collective wait, the straggler marked; missing and
+short ranks named), the top finding and the other findings (a straggler's
+rank, host and cause included), and the non-zero diagnostics. Pure
+functions from the report dict to text; no I/O here. Times are shown in
+milliseconds, shares in percent of the device's wall time.
 """
 
 from __future__ import annotations
@@ -173,6 +176,81 @@ def outside_steps(report: Dict[str, Any]) -> str:
     return f"Time outside steps: {_ms(s['outside_steps_ns'])} ms of {_ms(span)} ms trace span{pct_text}"
 
 
+def _ratio(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _rank_list(ranks: Sequence[int]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+def _straggler_notes(report: Dict[str, Any]) -> Dict[int, str]:
+    notes: Dict[int, str] = {}
+    for f in report.get("findings", []):
+        if f.get("id") == "straggler" and f.get("rank") is not None:
+            notes.setdefault(int(f["rank"]), f"straggler ({f.get('cause') or '?'})")
+    return notes
+
+
+def _cluster_caveats(cluster: Dict[str, Any]) -> List[str]:
+    """Lines naming the ranks the comparison lacks and what it could not match."""
+    lines: List[str] = []
+    named = (("missing_ranks", "missing ranks (no steps received)"),
+             ("short_ranks", "short ranks (fewer steps than the others)"),
+             ("lost_ranks", "lost ranks (went silent)"))
+    parts = [f"{label}: {_rank_list(cluster[key])}" for key, label in named if cluster.get(key)]
+    if parts:
+        lines.append("  " + "; ".join(parts))
+    counts = (("collective_mismatches", "collective mismatches"), ("collectives_dropped", "collectives dropped"),
+              ("late_steps", "late steps"))
+    parts = [f"{cluster[key]} {label}" for key, label in counts if cluster.get(key)]
+    if parts:
+        lines.append("  " + ", ".join(parts))
+    if cluster.get("off"):
+        lines.append(f"  cross-rank exchange off: {cluster['off']}")
+    return lines
+
+
+def ranks_lines(report: Dict[str, Any]) -> List[str]:
+    """The cross-rank table (one row per rank), or nothing for a single-rank report."""
+    s = report["summary"]
+    ranks = s.get("ranks")
+    if not ranks:
+        return []
+    cluster = s.get("cluster") or {}
+    head = f"Ranks: world size {cluster.get('world_size', len(ranks))}"
+    if cluster.get("steps_compared") is not None:
+        head += f", {cluster['steps_compared']} steps compared"
+    if cluster.get("collective_instances") is not None:
+        head += f", {cluster['collective_instances']} collectives matched"
+    if cluster.get("straggler_threshold_ns") is not None:
+        head += f", straggler threshold {_ms(cluster['straggler_threshold_ns'])} ms"
+    bases = {r.get("basis") for r in ranks}
+    if len(bases) == 1 and bases <= {"device", "host"}:
+        head += f", times from {bases.pop()} timelines"
+    mixed = len(bases) > 1
+    skew = any(r.get("start_skew_p50_ns") is not None for r in ranks)
+    throttled = any(r.get("throttled_steps") for r in ranks)
+    notes = _straggler_notes(report)
+    headers = ["rank", "host", "steps", "step wall p50 ms", "own p50 ms", "coll wait p50 ms",
+               "transfer total ms", "rel perf"]
+    headers += ["basis"] * mixed + ["start skew p50 ms"] * skew + ["throttled steps"] * throttled
+    headers += ["note"] * bool(notes)
+    rows = []
+    for r in ranks:
+        row = [str(r["rank"]), _short(str(r.get("host") or "-"), 32), str(r.get("steps", "-")),
+               _ms(r.get("step_wall_p50_ns")), _ms(r.get("own_p50_ns")), _ms(r.get("collective_wait_p50_ns")),
+               _ms(r.get("collective_transfer_ns")), _ratio(r.get("relative_perf"))]
+        row += [str(r.get("basis") or "-")] * mixed + [_ms(r.get("start_skew_p50_ns"))] * skew
+        row += [str(r.get("throttled_steps", 0))] * throttled
+        row += [notes.get(int(r["rank"]), "")] * bool(notes)
+        rows.append(row)
+    lines = [head]
+    lines.extend("  " + line for line in _grid(headers, rows, left=(1, len(headers) - 1) if notes else (1,)))
+    lines.extend(_cluster_caveats(cluster))
+    return lines
+
+
 def workload_line(report: Dict[str, Any]) -> Optional[str]:
     """"workload: inference (no backward or optimizer ops; ...)", or None for
     a report without the key (older reports)."""
@@ -205,6 +283,9 @@ def findings_lines(report: Dict[str, Any]) -> List[str]:
     lines: List[str] = []
     for i, f in enumerate(report.get("findings", [])[1:], 2):
         lines.append(f"{i}. {f['title']}")
+        if f.get("id") == "straggler" and f.get("rank") is not None:
+            host = f" ({f['host']})" if f.get("host") else ""
+            lines.append(f"   rank {f['rank']}{host}, cause: {f.get('cause') or '?'}")
         lines.append(f"   evidence: {f['evidence']}")
         lines.append(f"   recoverable: {_ms(f['recoverable_ns'])} ms; fix: {f['fix']}")
     if lines:
@@ -231,6 +312,10 @@ def render_report(report: Dict[str, Any], finance: Optional[Any] = None) -> str:
     lines.append("")
     lines.extend(device_summaries(report))
     lines.append(outside_steps(report))
+    ranks = ranks_lines(report)
+    if ranks:
+        lines.append("")
+        lines.extend(ranks)
     others = findings_lines(report)
     if others:
         lines.append("")

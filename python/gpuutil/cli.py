@@ -112,7 +112,7 @@ def _load_reports(paths: List[str]) -> List[Dict[str, Any]]:
     from gpuutil import compare
 
     if len(paths) == 1:
-        return compare.load_run(paths[0])
+        return compare.load_run(paths[0], cluster_records=True)
     try:
         return [_api.analyze(paths)]
     except _api.TraceError as e:

@@ -85,8 +85,12 @@ def _reports_from_text(path: str, text: str) -> List[Dict[str, Any]]:
     return reports
 
 
-def load_run(path: str) -> List[Dict[str, Any]]:
-    """The gpuutil reports of one run: a report JSON, a reports JSONL, or a trace."""
+def load_run(path: str, *, cluster_records: bool = False) -> List[Dict[str, Any]]:
+    """The gpuutil reports of one run: a report JSON, a reports JSONL, or a trace.
+
+    A distributed job's leader JSONL also holds ``gpuutil.cluster/1``
+    records (docs/distributed.md): they are skipped, or kept in file order
+    with ``cluster_records`` (the HTML and Prometheus exporters read them)."""
     try:
         with open(path, "rb") as f:
             head = f.read(2)
@@ -102,10 +106,18 @@ def load_run(path: str) -> List[Dict[str, Any]]:
     reports = _reports_from_text(path, text)
     if len(reports) == 1 and "traceEvents" in reports[0]:
         return [_analyze_trace(path)]
+    out = []
     for r in reports:
+        if str(r.get("schema", "")).startswith("gpuutil.cluster/"):
+            if cluster_records:
+                out.append(r)
+            continue
         if not str(r.get("schema", "")).startswith("gpuutil.report/") or not isinstance(r.get("steps"), list):
             raise RunError(f"cannot read {path}: not a gpuutil report (no 'schema: gpuutil.report/N' with steps)")
-    return reports
+        out.append(r)
+    if not any(str(r.get("schema", "")).startswith("gpuutil.report/") for r in out):
+        raise RunError(f"cannot read {path}: no gpuutil step report in it")
+    return out
 
 
 def _analyze_trace(path: str) -> Dict[str, Any]:

@@ -50,6 +50,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--slow-rank", type=int, default=-1)
     ap.add_argument("--slow-ms", type=float, default=40.0)
+    ap.add_argument("--slow-local-rank", type=int, default=-1, help="slow by LOCAL_RANK (one launch of several)")
     ap.add_argument("--base-ms", type=float, default=2.0, help="every rank's per-batch dataset time")
     ap.add_argument("--no-profile", action="store_true")
     ap.add_argument("--no-cluster", action="store_true")
@@ -60,12 +61,18 @@ def main() -> int:
     ap.add_argument("--kill-rank", type=int, default=-1)
     ap.add_argument("--kill-step", type=int, default=-1)
     ap.add_argument("--local-steps", type=int, default=0, help="steps without collectives after the DDP ones")
+    ap.add_argument(
+        "--ab-blocks", type=int, default=0,
+        help="benchmark: 2 x N blocks of --steps steps, each under its own profile, with and without the "
+        "cluster view in ABBA order; writes the per-block loop times",
+    )
     args = ap.parse_args()
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    sleep_s = (args.base_ms + (args.slow_ms if rank == args.slow_rank else 0.0)) / 1e3
+    slow = rank == args.slow_rank or int(os.environ.get("LOCAL_RANK", "-2")) == args.slow_local_rank
+    sleep_s = (args.base_ms + (args.slow_ms if slow else 0.0)) / 1e3
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
     model = torch.nn.parallel.DistributedDataParallel(net)
@@ -73,6 +80,9 @@ def main() -> int:
     loader = torch.utils.data.DataLoader(
         SleepyDataset(10_000, sleep_s), batch_size=1, num_workers=0, shuffle=False
     )
+
+    if args.ab_blocks > 0:
+        return _ab_blocks(args, rank, model, opt, iter(loader))
 
     prof = None
     if not args.no_profile:
@@ -94,7 +104,7 @@ def main() -> int:
         if rank == args.stop_early_rank and step == args.stop_early_step:
             if prof is not None:
                 prof.stop()
-            _write(args.out, rank, prof, t0, step + 1)
+            _write(args.out, rank, prof, t0, step + 1, 0.0, slow)
             return 0
     ddp_s = time.perf_counter() - t0
     for step in range(args.local_steps):  # no collectives: ranks may have left
@@ -105,15 +115,56 @@ def main() -> int:
         opt.step()
     if prof is not None:
         prof.stop()
-    _write(args.out, rank, prof, t0, args.steps, ddp_s)
+    _write(args.out, rank, prof, t0, args.steps, ddp_s, slow)
     if args.local_steps == 0 and args.kill_rank < 0 and args.stop_early_rank < 0:
         dist.destroy_process_group()
     return 0
 
 
-def _write(out: str, rank: int, prof, t0: float, steps: int, ddp_s: float = 0.0) -> None:
+def _ab_blocks(args: argparse.Namespace, rank: int, model, opt, it) -> int:
+    times = {"cluster": [], "no_cluster": []}
+    cost = {"cpu_s": [], "sync_cpu_s": [], "wall_s": []}
+    for b in range(2 * args.ab_blocks):
+        with_cluster = (b % 4) in (0, 3)  # ABBA: neither variant always runs first or warm
+        prof = gpuutil.profile(
+            cluster=with_cluster, cluster_interval_ms=args.interval_ms, cluster_timeout_s=args.timeout_s
+        ).start()
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            x, y = next(it)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        wall_s = time.perf_counter() - t0
+        times["cluster" if with_cluster else "no_cluster"].append(wall_s)
+        prof.stop()
+        for c in prof._collectors:
+            if c.name == "cluster":  # what the view itself cost this rank, in CPU seconds
+                cost["cpu_s"].append(c.training_thread_s + (c.exchange_thread_cpu_s or 0.0))
+                cost["sync_cpu_s"].append(c.clock_sync_cpu_s or 0.0)
+                cost["wall_s"].append(wall_s)
+        dist.barrier()
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, f"rank{rank}.json"), "w") as f:
+        json.dump({"rank": rank, "ab_times_s": times, "cluster_cost": cost}, f)
+    dist.destroy_process_group()
+    return 0
+
+
+def _write(out: str, rank: int, prof, t0: float, steps: int, ddp_s: float, slow: bool) -> None:
     summary = prof.summary() if prof is not None else None
-    doc = {"rank": rank, "steps": steps, "ddp_s": ddp_s or time.perf_counter() - t0, "summary": summary}
+    doc = {
+        "rank": rank,
+        "steps": steps,
+        "slow": slow,
+        "clock_shift_ns": int(os.environ.get("GPUUTIL_CLUSTER_CLOCK_SHIFT_NS", "0")),
+        "node": int(os.environ.get("GROUP_RANK", "0")),
+        "ddp_s": ddp_s or time.perf_counter() - t0,
+        "exit_s": time.time(),
+        "summary": summary,
+    }
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, f"rank{rank}.json.tmp")
     with open(tmp, "w") as f:

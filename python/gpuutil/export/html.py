@@ -9,9 +9,16 @@ For each (rank, device), up to :data:`MAX_DEVICES`:
 - utilisation over steps: busy %, estimated SM efficiency, MFU and, when
   counters were sampled, NVML utilization.gpu.
 
-Then the findings (the top one leads the page), the run summary and the
-diagnostics. Colours are fixed per bucket (:data:`COLORS`) so a reader and
-a test can tell them apart. Pure function from report dicts to text.
+When several ranks were analysed (a report's ``summary.ranks``, or a live
+leader's ``gpuutil.cluster/1`` record among the reports; the last one
+counts), a "Ranks" table: per rank its step wall, own time and collective
+wait (p50 per step), relative performance and start skew, the straggler
+marked, the missing and short ranks named.
+
+Then the findings (the top one leads the page; a straggler's with its rank,
+host and cause), the run summary and the diagnostics. Colours are fixed per
+bucket (:data:`COLORS`) so a reader and a test can tell them apart. Pure
+function from report dicts to text.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import html
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpuutil._buckets import IDLE_CAUSES
+from gpuutil.integrations.metrics import CLUSTER_SCHEMA, cluster_view, stragglers
 BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
 COLORS: Dict[str, str] = {
     "compute": "#2e7d32",
@@ -40,6 +48,9 @@ LINE_COLORS: Dict[str, str] = {
     "NVML utilization %": "#43a047",
 }
 MAX_DEVICES = 8
+_RANKS_STYLE = (".ranks{border-collapse:collapse;font-size:12px}.ranks th,.ranks td{border:1px solid #e0e0e0;"
+                "padding:3px 6px;text-align:right}.ranks td:nth-child(2),.ranks td:last-child{text-align:left}"
+                ".ranks tr.straggler{background:#ffebee}")
 _W, _H, _PAD_L, _PAD_B, _PAD_T = 880, 260, 48, 28, 10
 
 
@@ -152,12 +163,65 @@ def _legend(items: Dict[str, str]) -> str:
         f'<span><i style="background:{c}"></i>{_e(k)}</span>' for k, c in items.items()) + "</div>"
 
 
+def _ms(ns: Optional[int]) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.3f}"
+
+
+def _latest_cluster_view(reports: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    for rep in reversed(reports):
+        view = cluster_view(rep)
+        if view is not None:
+            return view
+    return None
+
+
+def _rank_names(cluster: Dict[str, Any]) -> str:
+    named = (("missing_ranks", "Missing ranks (no steps received)"),
+             ("short_ranks", "Short ranks (fewer steps than the others)"),
+             ("lost_ranks", "Lost ranks (went silent)"))
+    parts = [f"{label}: {', '.join(str(r) for r in cluster[key])}" for key, label in named if cluster.get(key)]
+    if cluster.get("off"):
+        parts.append(f"cross-rank exchange off: {cluster['off']}")
+    return f"<p class=\"rank-gaps\">{_e('. '.join(parts))}.</p>" if parts else ""
+
+
+def ranks_table(view: Dict[str, Any]) -> str:
+    """The "Ranks" section of a cross-rank view (:func:`cluster_view`)."""
+    cluster = view["cluster"]
+    notes = {int(f["rank"]): f"straggler ({f.get('cause') or '?'})" for f in reversed(stragglers(view["findings"]))}
+    head = (f"<p>World size {_e(cluster.get('world_size', len(view['ranks'])))}, "
+            f"{_e(cluster.get('steps_compared', '-'))} steps compared; times are medians per step "
+            f"(transfer: total over the compared steps); relative perf 1.000 = the fastest rank.</p>")
+    cols = ("rank", "host", "steps", "step wall p50 ms", "own p50 ms", "collective wait p50 ms",
+            "transfer total ms", "relative perf", "start skew p50 ms", "note")
+    rows = []
+    for r in view["ranks"]:
+        perf = r.get("relative_perf")
+        cells = (r.get("rank"), r.get("host") or "-", r.get("steps", "-"), _ms(r.get("step_wall_p50_ns")),
+                 _ms(r.get("own_p50_ns")), _ms(r.get("collective_wait_p50_ns")),
+                 _ms(r.get("collective_transfer_ns")), "-" if perf is None else f"{perf:.3f}",
+                 _ms(r.get("start_skew_p50_ns")), notes.get(int(r["rank"]), ""))
+        cls = ' class="straggler"' if int(r["rank"]) in notes else ""
+        rows.append(f"<tr{cls}>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    table = ("<table class=\"ranks\"><thead><tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols)
+             + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    return "<h2>Ranks</h2>" + head + table + _rank_names(cluster)
+
+
+def _finding_where(f: Dict[str, Any]) -> str:
+    if f.get("id") != "straggler" or f.get("rank") is None:
+        return ""
+    host = f" ({f['host']})" if f.get("host") else ""
+    return f"Rank {_e(f['rank'])}{_e(host)}, cause: {_e(f.get('cause') or '?')}<br>"
+
+
 def _finding_list(findings: Sequence[Dict[str, Any]]) -> str:
     if not findings:
         return "<p>No finding: nothing crossed a threshold.</p>"
     rows = []
     for f in findings:
-        rows.append(f"<li><b>{_e(f.get('title', ''))}</b><br>Evidence: {_e(f.get('evidence', ''))}<br>"
+        rows.append(f"<li><b>{_e(f.get('title', ''))}</b><br>{_finding_where(f)}"
+                    f"Evidence: {_e(f.get('evidence', ''))}<br>"
                     f"Recoverable: {f.get('recoverable_ns', 0) / 1e6:.1f} ms "
                     f"({100 * (f.get('share_of_wall') or 0):.1f}% of step time)<br>Fix: {_e(f.get('fix', ''))}</li>")
     return "<ol class=\"findings\">" + "".join(rows) + "</ol>"
@@ -165,9 +229,12 @@ def _finding_list(findings: Sequence[Dict[str, Any]]) -> str:
 
 def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report") -> str:
     """The self-contained HTML page for a run (one report or a JSONL's reports)."""
+    records = [r for r in reports if r.get("schema") == CLUSTER_SCHEMA]
+    reports = [r for r in reports if r.get("schema") != CLUSTER_SCHEMA]
+    view = _latest_cluster_view(reports + records[-1:])
     series = _device_series(reports)
     findings: List[Dict[str, Any]] = []
-    for rep in reports:
+    for rep in reports + records[-1:]:  # a live view's findings are cumulative: its last record only
         findings.extend(rep.get("findings", []))
     findings.sort(key=lambda f: -int(f.get("recoverable_ns", 0)))
     body: List[str] = [f"<h1>{_e(title)}</h1>"]
@@ -196,6 +263,8 @@ def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report"
         body.append(utilisation_svg(entries))
     if len(series) > MAX_DEVICES:
         body.append(f"<p>{len(series) - MAX_DEVICES} more devices not plotted.</p>")
+    if view is not None and view["ranks"]:
+        body.append(ranks_table(view))
     body.append("<h2>Findings</h2>")
     body.append(_finding_list(findings))
     diags = reports[-1].get("diagnostics", []) if reports else []
@@ -208,6 +277,8 @@ def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report"
              ".legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}"
              "svg{display:block;margin:6px 0 18px}.top{font-size:15px;padding:8px;background:#fff3e0}"
              ".findings li{margin-bottom:8px;font-size:13px}")
+    if view is not None and view["ranks"]:
+        style += _RANKS_STYLE
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{style}</style></head><body>"
             + "\n".join(body) + "</body></html>\n")

@@ -6,6 +6,13 @@ totals per (rank, device) and renders them in the Prometheus text format
 (version 0.0.4), every series labelled with ``rank``, ``host`` and
 ``device``. Memory is bounded: totals, not a history.
 
+It also keeps the latest cross-rank view, from a multi-rank report's
+``summary.ranks`` or a live leader's ``gpuutil.cluster/1`` record (both go
+to :meth:`PrometheusMetrics.add`; ``gpuutil.profile(on_step=metrics)``
+passes the records too, through ``on_cluster``): ``gpuutil_rank_*`` series
+per rank, labelled with that rank's ``rank`` and ``host``, and
+``gpuutil_straggler{rank,host,cause} 1`` for each straggler finding.
+
 Delivery, both optional and dependency-free:
 
 - :func:`serve` starts an HTTP endpoint (``GET /metrics``) in a daemon
@@ -28,6 +35,7 @@ import urllib.request
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from gpuutil._buckets import IDLE_CAUSES
+from gpuutil.integrations.metrics import CLUSTER_SCHEMA, cluster_view, stragglers
 _BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -45,6 +53,27 @@ _HEALTH = (
     ("throttle_power_ns", "gpuutil_throttle_power_seconds_total", "time clocks were power-throttled", "counter_ns"),
     ("throttle_thermal_ns", "gpuutil_throttle_thermal_seconds_total", "time clocks were thermally throttled",
      "counter_ns"),
+)
+
+# cross-rank view, per rank: (key in summary.ranks, metric name, help, kind, divisor to the unit).
+_RANK = (
+    ("last_step", "gpuutil_rank_last_step", "last step of the rank in the cross-rank view", "gauge", 1.0),
+    ("step_wall_p50_ns", "gpuutil_rank_step_wall_p50_seconds", "median step wall time", "gauge", 1e9),
+    ("own_p50_ns", "gpuutil_rank_own_p50_seconds",
+     "median own time per step (step wall minus collective wait)", "gauge", 1e9),
+    ("collective_wait_p50_ns", "gpuutil_rank_collective_wait_p50_seconds",
+     "median time per step waiting in collectives for other ranks", "gauge", 1e9),
+    ("collective_wait_ns", "gpuutil_rank_collective_wait_seconds_total",
+     "time waiting in collectives for other ranks, over the compared steps", "counter", 1e9),
+    ("collective_transfer_ns", "gpuutil_rank_collective_transfer_seconds_total",
+     "collective time every rank spent (the shortest rank's duration), over the compared steps", "counter",
+     1e9),
+    ("relative_perf", "gpuutil_rank_relative_perf", "fastest rank's own time over this rank's (1 = fastest)",
+     "gauge", 1.0),
+    ("start_skew_p50_ns", "gpuutil_rank_start_skew_p50_seconds",
+     "median lag of the rank's step start behind the earliest rank", "gauge", 1e9),
+    ("throttled_steps", "gpuutil_rank_throttled_steps_total", "compared steps with throttled clocks", "counter",
+     1.0),
 )
 
 
@@ -70,9 +99,15 @@ class PrometheusMetrics:
         self._findings: Dict[Tuple[int, str], float] = {}
         self._steps: Dict[int, int] = {}
         self._last_step_wall_s: Dict[int, float] = {}
+        self._cluster: Optional[Dict[str, Any]] = None  # latest cross-rank view and who reported it
 
     def add(self, report: Dict[str, Any]) -> None:
-        """Folds one gpuutil.report/1 dict (one or many steps) into the totals."""
+        """Folds one gpuutil.report/1 dict (one or many steps) into the totals;
+        a ``gpuutil.cluster/1`` record (or a report with ``summary.ranks``)
+        replaces the cross-rank view."""
+        if report.get("schema") == CLUSTER_SCHEMA:
+            self._set_cluster(report, int(report.get("rank", 0)))
+            return
         with self._lock:
             for step in report.get("steps", []):
                 ranks = set()
@@ -105,6 +140,20 @@ class PrometheusMetrics:
             for f in report.get("findings", []):
                 key = (rank, str(f.get("id", "")))
                 self._findings[key] = self._findings.get(key, 0.0) + int(f.get("recoverable_ns", 0)) / 1e9
+        self._set_cluster(report, rank)
+
+    __call__ = add  # gpuutil.profile(on_step=metrics) also gets on_cluster
+
+    def on_cluster(self, record: Dict[str, Any]) -> None:
+        """The live profile's hook for the leader's ``gpuutil.cluster/1`` records."""
+        self.add(record)
+
+    def _set_cluster(self, record: Dict[str, Any], reporter: int) -> None:
+        view = cluster_view(record)
+        if view is None:
+            return
+        with self._lock:
+            self._cluster = dict(view, reporter=reporter)
 
     def add_all(self, reports: Iterable[Dict[str, Any]]) -> "PrometheusMetrics":
         for r in reports:
@@ -117,8 +166,8 @@ class PrometheusMetrics:
             return self._render()
 
     # -- rendering ------------------------------------------------------
-    def _labels(self, rank: int, device: Optional[int] = None, **extra: str) -> str:
-        parts = [f'rank="{rank}"', f'host="{_escape(self.host)}"']
+    def _labels(self, rank: int, device: Optional[int] = None, host: Optional[str] = None, **extra: str) -> str:
+        parts = [f'rank="{rank}"', f'host="{_escape(self.host if host is None else host)}"']
         if device is not None:
             parts.append(f'device="{device}"')
         parts.extend(f'{k}="{_escape(v)}"' for k, v in extra.items())
@@ -169,7 +218,36 @@ class PrometheusMetrics:
         family("gpuutil_finding_recoverable_seconds_total", "counter",
                "time a finding's fix could recover (summed over reports)",
                [(self._labels(r, finding=f), v) for (r, f), v in sorted(self._findings.items())])
+        if self._cluster is not None:
+            for name, kind, help_, samples in self._cluster_families(self._cluster):
+                family(name, kind, help_, samples)
         return "\n".join(out) + "\n"
+
+    def _cluster_families(self, view: Dict[str, Any]) -> List[Tuple[str, str, str, List[Tuple[str, float]]]]:
+        """(name, kind, help, samples) of the cross-rank view's series."""
+        ranks = sorted(view["ranks"], key=lambda r: int(r["rank"]))
+        hosts = {int(r["rank"]): str(r.get("host") or "") for r in ranks}
+        fams = []
+        for key, name, help_, kind, div in _RANK:
+            fams.append((name, kind, help_, [(self._labels(int(r["rank"]), host=hosts[int(r["rank"])]),
+                                              float(r[key]) / div) for r in ranks if r.get(key) is not None]))
+        fams.append(("gpuutil_straggler", "gauge", "1 for each rank a straggler finding names, with its cause",
+                     [(self._labels(int(f["rank"]), host=str(f.get("host") or hosts.get(int(f["rank"]), "")),
+                                    cause=str(f.get("cause") or "")), 1.0)
+                      for f in sorted(stragglers(view["findings"]), key=lambda f: int(f["rank"]))]))
+        cluster, me = view["cluster"], self._labels(view["reporter"])
+        if cluster.get("world_size") is not None:
+            fams.append(("gpuutil_cluster_world_size", "gauge", "ranks in the job, as the reporting rank sees it",
+                         [(me, float(cluster["world_size"]))]))
+        for key in ("missing_ranks", "short_ranks", "lost_ranks"):
+            if key in cluster:
+                fams.append((f"gpuutil_cluster_{key}", "gauge", f"number of {key.replace('_', ' ')} in the view",
+                             [(me, float(len(cluster[key] or [])))]))
+        if cluster.get("collective_mismatches") is not None:
+            fams.append(("gpuutil_cluster_collective_mismatches", "gauge",
+                         "collective instances one rank had and another did not",
+                         [(me, float(cluster["collective_mismatches"]))]))
+        return fams
 
 
 class _Server(http.server.ThreadingHTTPServer):

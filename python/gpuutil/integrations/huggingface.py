@@ -7,8 +7,9 @@
 The callback opens a ``gpuutil.profile()`` at ``on_train_begin`` and closes
 it at ``on_train_end``; steps come from the optimizer step hooks (the
 Trainer calls ``optimizer.step`` once per optimizer step, after gradient
-accumulation). Each step report goes to the ``sinks``. ``callback.prof`` is
-the Profile.
+accumulation). Each step report goes to the ``sinks``, and in a distributed
+job the leader rank's ``gpuutil.cluster/1`` records to their ``on_cluster``.
+``callback.prof`` is the Profile.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 from transformers import TrainerCallback
 
 import gpuutil
+from gpuutil.integrations.sinks import StepHooks, forward_cluster
 
 
 class GpuutilTrainerCallback(TrainerCallback):
@@ -46,12 +48,15 @@ class GpuutilTrainerCallback(TrainerCallback):
         for sink in self.sinks:
             sink(report)
 
+    def _on_cluster(self, record: Dict[str, Any]) -> None:
+        forward_cluster(self.sinks, record)
+
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.prof = gpuutil.profile(
             self.output,
             flops_per_step=self.flops_per_step,
             dtype=self.dtype,
-            on_step=self._on_step,
+            on_step=StepHooks(self._on_step, self._on_cluster),
             **self.profile_options,
         ).start()
 

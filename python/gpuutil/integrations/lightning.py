@@ -8,8 +8,10 @@ The callback opens a ``gpuutil.profile()`` at ``on_train_start`` and closes
 it at ``on_train_end``. Steps come from the optimizer step hooks (Lightning
 calls ``optimizer.step``), so each step includes its batch fetch. Each step's
 flat metrics go to the trainer's loggers (``log_to_loggers``) and to any
-extra ``sinks``. ``callback.prof`` is the Profile (its ``reports`` and
-``summary()``).
+extra ``sinks``. In a distributed job the leader rank's cross-rank view
+(``gpuutil.cluster/1`` records) goes to the sinks' ``on_cluster`` and, as
+``cluster_metrics``, to the loggers. ``callback.prof`` is the Profile (its
+``reports`` and ``summary()``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import lightning.pytorch as pl
 
 import gpuutil
-from gpuutil.integrations.metrics import flat_metrics, step_number
+from gpuutil.integrations.metrics import cluster_metrics, cluster_step, flat_metrics, step_number
+from gpuutil.integrations.sinks import StepHooks, forward_cluster
 
 
 class GpuutilCallback(pl.Callback):
@@ -51,11 +54,17 @@ class GpuutilCallback(pl.Callback):
     def _on_step(self, report: Dict[str, Any]) -> None:
         for sink in self.sinks:
             sink(report)
+        self._log(flat_metrics(report), step_number(report))
+
+    def _on_cluster(self, record: Dict[str, Any]) -> None:
+        forward_cluster(self.sinks, record)
+        self._log(cluster_metrics(record), cluster_step(record))
+
+    def _log(self, metrics: Dict[str, float], step: int) -> None:
         trainer = self._trainer
         if self.log_to_loggers and trainer is not None and trainer.is_global_zero:
-            metrics = flat_metrics(report)
             for logger in trainer.loggers:
-                logger.log_metrics(metrics, step=step_number(report))
+                logger.log_metrics(metrics, step=step)
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self._trainer = trainer
@@ -63,7 +72,7 @@ class GpuutilCallback(pl.Callback):
             self.output,
             flops_per_step=self.flops_per_step,
             dtype=self.dtype,
-            on_step=self._on_step,
+            on_step=StepHooks(self._on_step, self._on_cluster),
             **self.profile_options,
         ).start()
 

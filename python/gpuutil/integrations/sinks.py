@@ -10,13 +10,47 @@ explicit client, so ``gpuutil.integrations`` never needs any tracker.
 * :class:`TensorBoardSink`: ``writer.add_scalar(tag, value, step)`` with
   hierarchical tags (``gpuutil/host_dataloader_pct``), never ``add_scalars``
   (which would create one event file per key).
+
+Each also has ``on_cluster(record)``: on the leader rank of a
+``torch.distributed`` job the profile calls it with every changed
+``gpuutil.cluster/1`` record, and it logs the record's
+:func:`~gpuutil.integrations.metrics.cluster_metrics`. W&B gets them with
+``commit=False`` (they join the open step's row, so W&B's step never runs
+ahead of gpuutil's); MLflow and TensorBoard at the latest step the view
+compared (:func:`~gpuutil.integrations.metrics.cluster_step`).
+:class:`StepHooks` and :func:`forward_cluster` let a wrapper (the Lightning
+and Hugging Face callbacks) hand the records on to its sinks.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Iterable, Optional
 
-from gpuutil.integrations.metrics import flat_metrics, step_number
+from gpuutil.integrations.metrics import cluster_metrics, cluster_step, flat_metrics, step_number
+
+
+def forward_cluster(sinks: Iterable[Any], record: Dict[str, Any]) -> None:
+    """Calls ``on_cluster(record)`` on every sink that has one."""
+    for sink in sinks:
+        on_cluster = getattr(sink, "on_cluster", None)
+        if on_cluster is not None:
+            on_cluster(record)
+
+
+class StepHooks:
+    """An ``on_step`` callable that also has ``on_cluster``, from two functions
+    (a bound method cannot carry an ``on_cluster`` of its own)."""
+
+    def __init__(self, on_step: Callable[[Dict[str, Any]], None],
+                 on_cluster: Callable[[Dict[str, Any]], None]) -> None:
+        self._on_step = on_step
+        self._on_cluster = on_cluster
+
+    def __call__(self, report: Dict[str, Any]) -> None:
+        self._on_step(report)
+
+    def on_cluster(self, record: Dict[str, Any]) -> None:
+        self._on_cluster(record)
 
 
 class WandbSink:
@@ -36,6 +70,11 @@ class WandbSink:
         if metrics:
             self.run.log(metrics, step=step_number(report))
 
+    def on_cluster(self, record: Dict[str, Any]) -> None:
+        metrics = cluster_metrics(record)
+        if metrics:
+            self.run.log(metrics, commit=False)
+
 
 class MLflowSink:
     """Logs to MLflow: the active run, or ``client`` + ``run_id``."""
@@ -47,10 +86,14 @@ class MLflowSink:
         self.run_id = run_id
 
     def __call__(self, report: Dict[str, Any]) -> None:
-        metrics = flat_metrics(report)
+        self._log(flat_metrics(report), step_number(report))
+
+    def on_cluster(self, record: Dict[str, Any]) -> None:
+        self._log(cluster_metrics(record), cluster_step(record))
+
+    def _log(self, metrics: Dict[str, float], step: int) -> None:
         if not metrics:
             return
-        step = step_number(report)
         if self.client is not None:
             from mlflow.entities import Metric
 
@@ -71,6 +114,11 @@ class TensorBoardSink:
         self.writer = writer
 
     def __call__(self, report: Dict[str, Any]) -> None:
-        step = step_number(report)
-        for tag, value in flat_metrics(report).items():
+        self._log(flat_metrics(report), step_number(report))
+
+    def on_cluster(self, record: Dict[str, Any]) -> None:
+        self._log(cluster_metrics(record), cluster_step(record))
+
+    def _log(self, metrics: Dict[str, float], step: int) -> None:
+        for tag, value in metrics.items():
             self.writer.add_scalar(tag, value, step)

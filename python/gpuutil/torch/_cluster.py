@@ -51,7 +51,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 CLUSTER_SCHEMA = "gpuutil.cluster/1"
 _CLOCK_ROUNDS = 5
-_POLL_S = 0.02
+_POLL_S = 0.05  # the leader's idle poll; publishing is at most every cluster_interval_ms anyway
+_CLOCK_POLL_S = 0.001  # while clock round trips are in flight (their resolution; uncertainty is measured)
 _profiles_started = 0  # per process; ranks create profiles in the same order
 
 
@@ -93,6 +94,15 @@ class ClusterCollector:
         self.world_size = prof.world_size
         self.clock_offset_ns: Optional[int] = None
         self.clock_uncertainty_ns: Optional[int] = None
+        #: What the view cost this rank (benchmarks/bench_cluster_overhead.py):
+        #: seconds on the training thread while profiling (after_report),
+        #: seconds of the last one at stop (the leader waits there for the
+        #: others' last batches), and the exchange thread's CPU seconds (set
+        #: when it ends).
+        self.training_thread_s = 0.0
+        self.stop_s = 0.0
+        self.exchange_thread_cpu_s: Optional[float] = None
+        self.clock_sync_cpu_s: Optional[float] = None  # of which the clock sync (once per profile)
 
     # -- Collector protocol -------------------------------------------------
     def start(self, prof: "Profile") -> Optional[str]:
@@ -112,6 +122,16 @@ class ClusterCollector:
         """On the training thread after each report batch: hands this rank's
         new step summaries to the exchange thread (at most every
         interval); writes a changed cluster view to the JSON Lines file."""
+        t0 = time.perf_counter()
+        try:
+            self._after_report(final)
+        finally:
+            if final:
+                self.stop_s = time.perf_counter() - t0
+            else:
+                self.training_thread_s += time.perf_counter() - t0
+
+    def _after_report(self, final: bool) -> None:
         self._report_problems()
         if not self._active and not self._try_activate():
             return
@@ -150,6 +170,9 @@ class ClusterCollector:
         record = {"schema": CLUSTER_SCHEMA, "rank": self.rank, "time_ns": _core.now_ns()}
         record.update(view)
         self._prof._session.write_jsonl_line(json.dumps(record, separators=(",", ":")))
+        on_cluster = getattr(self._prof._on_step, "on_cluster", None)  # tracker sinks (integrations/sinks.py)
+        if on_cluster is not None:
+            on_cluster(record)
 
     # -- activation -------------------------------------------------------------
     def _try_activate(self) -> bool:
@@ -183,12 +206,20 @@ class ClusterCollector:
         self._prof._session.keep_rank_steps(4096)
         self._active = True
         target = self._lead if rank == self._leader else self._follow
-        self._thread = threading.Thread(target=target, name="gpuutil-cluster", daemon=True)
+
+        def run() -> None:
+            try:
+                target()
+            finally:
+                self.exchange_thread_cpu_s = time.thread_time()
+
+        self._thread = threading.Thread(target=run, name="gpuutil-cluster", daemon=True)
         self._thread.start()
         return True
 
     def _publish(self, final: bool) -> None:
         text, dropped, n = self._prof._session.take_rank_batch_json(
+            self.rank,
             self._host,
             finished=final,
             clock_offset_ns=self.clock_offset_ns,
@@ -209,7 +240,16 @@ class ClusterCollector:
     # -- follower thread ---------------------------------------------------------
     def _follow(self) -> None:
         try:
+            # Nothing is sent before the leader runs its view (it may start
+            # profiling later, or not at all): batches wait in the bounded
+            # queue meanwhile, and the ones that do not fit are counted.
+            while not self._store.check(["leader"]):
+                if self._final_sent.is_set():
+                    self.off = f"the leader rank {self._leader} never started its cluster view"
+                    return
+                time.sleep(0.05)
             self._sync_clock()
+            self.clock_sync_cpu_s = time.thread_time()
             while True:
                 try:
                     text = self._queue.get(timeout=_POLL_S * 5)
@@ -241,9 +281,11 @@ class ClusterCollector:
             while not self._store.check([key]):
                 if time.monotonic() > deadline:
                     return  # no leader answer: no offset (skew stays unknown)
-                time.sleep(0.0002)
+                time.sleep(_CLOCK_POLL_S)
             t_leader = int(self._store.get(key))
             t1 = self._clock()
+            self._store.delete_key(key)
+            self._store.delete_key(f"clk/q/{ticket}")
             rtt = t1 - t0
             if best is None or rtt < best[0]:
                 best = (rtt, t_leader - (t0 + t1) // 2)
@@ -264,7 +306,10 @@ class ClusterCollector:
         started = time.monotonic()
         errors: List[str] = []
         final_deadline: Optional[float] = None
+        changed = False  # anything new for the view since it was last rendered
+        last_full = 0.0
         try:
+            self._store.set("leader", str(self.rank))
             while True:
                 busy = False
                 # Clock requests first: their round trip is the offset's uncertainty.
@@ -276,6 +321,17 @@ class ClusterCollector:
                     self._store.set(f"clk/a/{next_clock}", str(self._clock()))
                     next_clock += 1
                     busy = True
+                # The rest at most every _POLL_S (the fast polls while clock
+                # round trips are in flight only answer them).
+                now = time.monotonic()
+                final = self._final_sent.is_set() and self._queue.empty()
+                if not final and now - last_full < _POLL_S:
+                    syncing = next_clock <= (self.world_size - 1) * _CLOCK_ROUNDS and now - started < self._timeout_s
+                    if not syncing and self.clock_sync_cpu_s is None:
+                        self.clock_sync_cpu_s = time.thread_time()
+                    time.sleep(_CLOCK_POLL_S if syncing else max(0.0, _POLL_S - (now - last_full)))
+                    continue
+                last_full = now
                 # Our own batches.
                 while True:
                     try:
@@ -284,6 +340,7 @@ class ClusterCollector:
                         break
                     if text is not None:
                         self._ingest(assembler, text, heard, finished, errors)
+                        changed = True
                 # The others'.
                 count = self._store.add("n", 0)
                 while next_ticket <= count:
@@ -294,11 +351,10 @@ class ClusterCollector:
                     self._store.delete_key(key)
                     self._ingest(assembler, text, heard, finished, errors)
                     next_ticket += 1
-                    busy = True
+                    busy = changed = True
                 # Ranks silent too long are no longer waited for.
                 # (Silent: nothing for timeout_s while the leader itself went
                 # on publishing, so a long step is not mistaken for a loss.)
-                now = time.monotonic()
                 mine = heard.get(self.rank, started)
                 for r in range(self.world_size):
                     if r == self.rank or r in finished or r in lost:
@@ -307,18 +363,25 @@ class ClusterCollector:
                     if now - last > self._timeout_s and mine - last > self._timeout_s:
                         lost.add(r)
                         assembler.mark_finished(r, heard_from=r in heard)
-                final = self._final_sent.is_set() and self._queue.empty()
+                        changed = True
                 if final and final_deadline is None:
                     final_deadline = now + self._timeout_s
                 done = final and (
                     len(finished | lost | {self.rank}) >= self.world_size or now > (final_deadline or now)
                 )
-                assembler.advance(final=done)
-                self._set_view(assembler, lost, errors)
+                if done:  # the ranks still silent at the deadline are lost
+                    for r in range(self.world_size):
+                        if r != self.rank and r not in finished and r not in lost:
+                            lost.add(r)
+                            assembler.mark_finished(r, heard_from=r in heard)
+                if changed or done:
+                    assembler.advance(final=done)
+                    self._set_view(assembler, lost, errors)
+                    changed = False
                 if done:
                     return
-                if not busy:
-                    time.sleep(_POLL_S if not final else 0.005)
+                if final and not busy:
+                    time.sleep(0.005)  # at stop: the others' last batches
         except Exception as e:  # noqa: BLE001 - never into training
             self.off = f"cluster exchange stopped: {type(e).__name__}: {e}"
             try:

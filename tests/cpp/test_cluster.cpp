@@ -1,0 +1,365 @@
+// The cross-rank view (gpuutil/cluster.h): planted rank steps with known
+// answers (stragglers and their causes, wait vs transfer per collective
+// instance, missing/short/late ranks, bounded memory, clock offsets), the
+// rank-batch JSON (round trip, malformed input rejected whole, fuzzing) and
+// the offline view of two real rank traces.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpuutil/analysis.h"
+#include "gpuutil/cluster.h"
+#include "gpuutil/kineto_import.h"
+#include "gpuutil/report_json.h"
+#include "traces.h"
+
+namespace gpuutil {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+// A host-basis step: `extra_dataloader_ns` on top of a 10 ms base step, and
+// one gloo all-reduce of `coll_ns`.
+RankStep host_step(int64_t step, int64_t extra_dataloader_ns, int64_t coll_ns, int64_t start_ns = 0) {
+  RankStep s;
+  s.step = step;
+  s.start_ns = start_ns;
+  s.basis = "host";
+  const int64_t dataloader = 1 * kMs + extra_dataloader_ns;
+  s.categories_ns = {{"dataloader", dataloader}, {"forward", 3 * kMs}, {"backward", 5 * kMs},
+                     {"optimizer", 1 * kMs},     {"collective", coll_ns}};
+  s.wall_ns = dataloader + 9 * kMs + coll_ns;
+  s.collectives = {{"gloo", coll_ns}};
+  return s;
+}
+
+const Finding* straggler(const ClusterView& v) {
+  for (const auto& f : v.findings) {
+    if (f.id == "straggler") return &f;
+  }
+  return nullptr;
+}
+
+TEST(Cluster, PlantedDataloaderStragglerIsNamedWithItsCauseAndTheOthersWaitItsDelay) {
+  ClusterOptions o;
+  o.world_size = 4;
+  ClusterAssembler a(o);
+  for (int32_t r = 0; r < 4; ++r) a.set_host(r, "node" + std::to_string(r / 2));
+  for (int64_t step = 0; step < 10; ++step) {
+    for (int32_t r = 0; r < 4; ++r) {
+      // The others wait 40 ms in the all-reduce for rank 2; the transfer is 1 ms.
+      a.add(r, r == 2 ? host_step(step, 40 * kMs, 1 * kMs) : host_step(step, 0, 41 * kMs));
+    }
+  }
+  a.advance();
+  const ClusterView v = a.view();
+  ASSERT_EQ(v.ranks.size(), 4u);
+  EXPECT_EQ(v.steps_compared, 10u);
+  EXPECT_EQ(v.collective_instances, 10u);
+  EXPECT_EQ(v.collective_mismatches, 0u);
+  for (const auto& r : v.ranks) {
+    EXPECT_EQ(r.collective_transfer_ns, 10 * kMs) << r.rank;
+    EXPECT_EQ(*r.collective_wait_p50_ns, r.rank == 2 ? 0 : 40 * kMs) << r.rank;
+    EXPECT_EQ(*r.own_p50_ns, r.rank == 2 ? 51 * kMs : 11 * kMs) << r.rank;
+  }
+  EXPECT_DOUBLE_EQ(*v.ranks[2].relative_perf, 11.0 / 51.0);
+  EXPECT_DOUBLE_EQ(*v.ranks[0].relative_perf, 1.0);
+  const Finding* f = straggler(v);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(v.findings.size(), 1u);
+  EXPECT_EQ(f->rank, 2);
+  EXPECT_EQ(f->host, "node1");
+  EXPECT_EQ(f->cause, "dataloader");
+  EXPECT_EQ(f->recoverable_ns, 3 * 10 * 40 * kMs);  // what it cost the other three ranks
+  EXPECT_NE(f->title.find("Rank 2 (node1)"), std::string::npos);
+  EXPECT_NE(f->fix.find("num_workers"), std::string::npos);
+  ASSERT_FALSE(v.recent.empty());
+  EXPECT_EQ(v.recent.back().straggler, 2);
+}
+
+TEST(Cluster, WaitIsTimeBeyondTheMinimumOfEachInstanceMatchedByOrderWithinItsGroup) {
+  ClusterOptions o;
+  o.world_size = 2;
+  ClusterAssembler a(o);
+  RankStep r0, r1;
+  r0.step = r1.step = 0;
+  r0.wall_ns = r1.wall_ns = 100 * kMs;
+  // Group order matters, not global order: rank 1 interleaves differently.
+  r0.collectives = {{"gpu stream #0", 10 * kMs}, {"gpu stream #1", 3 * kMs}, {"gpu stream #0", 2 * kMs}};
+  r1.collectives = {{"gpu stream #1", 5 * kMs}, {"gpu stream #0", 4 * kMs}, {"gpu stream #0", 7 * kMs},
+                    {"gpu stream #0", 1 * kMs}};  // one instance rank 0 did not have
+  a.add(0, r0);
+  a.add(1, r1);
+  a.advance();
+  const ClusterView v = a.view();
+  EXPECT_EQ(v.collective_instances, 3u);
+  EXPECT_EQ(v.collective_mismatches, 1u);
+  // stream #0: (10, 4) -> min 4; (2, 7) -> min 2. stream #1: (3, 5) -> min 3.
+  EXPECT_EQ(v.ranks[0].collective_wait_ns, 6 * kMs + 0 + 0);
+  EXPECT_EQ(v.ranks[1].collective_wait_ns, 0 + 5 * kMs + 2 * kMs);
+  EXPECT_EQ(v.ranks[0].collective_transfer_ns, 9 * kMs);
+  EXPECT_EQ(v.ranks[1].collective_transfer_ns, 9 * kMs);
+}
+
+TEST(Cluster, ComputeStragglerOnAThrottledGpuIsThrottling) {
+  ClusterOptions o;
+  o.world_size = 3;
+  ClusterAssembler a(o);
+  for (int64_t step = 0; step < 6; ++step) {
+    for (int32_t r = 0; r < 3; ++r) {
+      RankStep s;
+      s.step = step;
+      s.basis = "device";
+      const int64_t compute = r == 1 ? 30 * kMs : 20 * kMs;
+      const int64_t comm = r == 1 ? 2 * kMs : 12 * kMs;
+      s.categories_ns = {{"compute", compute}, {"communication", comm}, {"launch", 1 * kMs}};
+      s.wall_ns = compute + comm + 1 * kMs;
+      s.collectives = {{"gpu stream #0", comm}};
+      s.throttled = r == 1;
+      a.add(r, s);
+    }
+  }
+  a.advance();
+  const ClusterView v = a.view();
+  const Finding* f = straggler(v);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->rank, 1);
+  EXPECT_EQ(f->cause, "throttling");
+  EXPECT_NE(f->fix.find("throttled"), std::string::npos);
+}
+
+TEST(Cluster, BalancedRanksWithJitterBelowTheThresholdHaveNoStraggler) {
+  ClusterOptions o;
+  o.world_size = 8;
+  ClusterAssembler a(o);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int64_t> jitter(0, kMs / 4);  // < 5% of a ~12 ms step
+  for (int64_t step = 0; step < 50; ++step) {
+    for (int32_t r = 0; r < 8; ++r) a.add(r, host_step(step, jitter(rng), 1 * kMs + jitter(rng)));
+  }
+  a.advance();
+  const ClusterView v = a.view();
+  EXPECT_EQ(straggler(v), nullptr);
+  EXPECT_EQ(v.steps_compared, 50u);
+  for (const auto& r : v.ranks) EXPECT_GT(*r.relative_perf, 0.9);
+}
+
+TEST(Cluster, SilentRanksAreWaitedForUntilFinishedOrLostThenNamed) {
+  ClusterOptions o;
+  o.world_size = 4;
+  ClusterAssembler a(o);
+  for (int64_t step = 0; step < 10; ++step) {
+    for (int32_t r = 0; r < 3; ++r) {
+      if (r == 1 && step >= 5) continue;  // rank 1 stops profiling after 5 steps
+      a.add(r, host_step(step, 0, 1 * kMs));
+    }
+  }
+  a.mark_finished(1);
+  a.advance();
+  EXPECT_EQ(a.view().steps_compared, 0u) << "rank 3 has not been heard from or declared lost: wait";
+  a.mark_finished(3, /*heard_from=*/false);  // the leader's timeout
+  a.advance();
+  const ClusterView v = a.view();
+  EXPECT_EQ(v.steps_compared, 10u);
+  EXPECT_EQ(v.missing_ranks, std::vector<int32_t>{3});
+  EXPECT_EQ(v.short_ranks, std::vector<int32_t>{1});
+  EXPECT_EQ(v.ranks.size(), 3u);
+  EXPECT_EQ(v.ranks[1].steps, 5u);
+  EXPECT_TRUE(v.ranks[1].finished);
+  EXPECT_EQ(a.pending_steps(), 0u);
+}
+
+TEST(Cluster, HeldStepsAreBoundedByTheWindowAndLateOnesAreCountedNotKept) {
+  ClusterOptions o;
+  o.world_size = 2;
+  o.window_steps = 16;
+  ClusterAssembler a(o);
+  for (int64_t step = 0; step < 1000; ++step) {
+    a.add(0, host_step(step, 0, 1 * kMs));  // rank 1 is silent (hung, or slow to publish)
+    a.advance();
+    ASSERT_LE(a.pending_steps(), o.window_steps + 1);
+  }
+  EXPECT_EQ(a.view().ranks[0].steps, 1000u - a.pending_steps());
+  a.add(1, host_step(3, 0, 1 * kMs));  // long compared without it
+  EXPECT_EQ(a.late(), 1u);
+  a.add(0, host_step(999, 0, 1 * kMs));
+  EXPECT_EQ(a.duplicates(), 1u);
+  a.add(7, host_step(0, 0, 1 * kMs));
+  a.add(-1, host_step(0, 0, 1 * kMs));
+  EXPECT_EQ(a.foreign(), 2u);
+  a.advance(/*final=*/true);
+  EXPECT_EQ(a.pending_steps(), 0u);
+}
+
+TEST(Cluster, ClockOffsetsPutStepStartsOnTheLeadersTimeline) {
+  ClusterOptions o;
+  o.world_size = 2;
+  ClusterAssembler a(o);
+  const int64_t node1_clock_ahead_ns = 7'000 * kMs;  // 7 s: another machine's CLOCK_MONOTONIC
+  a.set_clock_offset(0, 0, 0);
+  a.set_clock_offset(1, -node1_clock_ahead_ns, 50'000);
+  for (int64_t step = 0; step < 5; ++step) {
+    const int64_t t = 1'000 * kMs + step * 20 * kMs;
+    a.add(0, host_step(step, 0, 1 * kMs, t));
+    a.add(1, host_step(step, 0, 1 * kMs, t + node1_clock_ahead_ns + 3 * kMs));  // starts 3 ms later
+  }
+  a.advance();
+  const ClusterView v = a.view();
+  EXPECT_EQ(*v.ranks[0].start_skew_p50_ns, 0);
+  EXPECT_EQ(*v.ranks[1].start_skew_p50_ns, 3 * kMs);
+  EXPECT_EQ(*v.ranks[1].clock_uncertainty_ns, 50'000);
+  // Durations never needed the offsets: the waits are the same without them.
+  EXPECT_EQ(v.ranks[1].collective_wait_ns, 0);
+}
+
+TEST(ClusterJson, RankBatchRoundTripsThroughTheAssembler) {
+  RankBatch b;
+  b.rank = 1;
+  b.host = "node-\"7\"";
+  b.clock_offset_ns = -12345;
+  b.clock_uncertainty_ns = 678;
+  for (int64_t step = 0; step < 3; ++step) b.steps.push_back(host_step(step, step * kMs, 2 * kMs, 1000 + step));
+  b.steps[1].throttled = true;
+  b.steps[2].collectives_dropped = 4;
+  const std::string text = rank_batch_to_json(b);
+  ClusterOptions o;
+  o.world_size = 2;
+  ClusterAssembler a(o);
+  int32_t rank = -1;
+  bool finished = true;
+  EXPECT_EQ(ingest_rank_batch_json(a, text, &rank, &finished), "");
+  EXPECT_EQ(rank, 1);
+  EXPECT_FALSE(finished);
+  EXPECT_EQ(a.pending_steps(), 3u);
+  a.advance(/*final=*/true);
+  const ClusterView v = a.view();
+  ASSERT_EQ(v.ranks.size(), 1u);
+  EXPECT_EQ(v.ranks[0].host, b.host);
+  EXPECT_EQ(*v.ranks[0].clock_offset_ns, -12345);
+  EXPECT_EQ(v.ranks[0].throttled_steps, 1u);
+  EXPECT_EQ(v.collectives_dropped, 4u);
+  int64_t dataloader = 0;
+  for (const auto& [name, ns] : v.ranks[0].breakdown_ns) dataloader += name == "dataloader" ? ns : 0;
+  EXPECT_EQ(dataloader, 3 * kMs + 3 * kMs);
+  const auto j = nlohmann::json::parse(cluster_view_to_json(v));
+  EXPECT_EQ(j["ranks"][0]["host"], b.host);
+  EXPECT_EQ(j["cluster"]["world_size"], 2);
+  EXPECT_EQ(j["cluster"]["missing_ranks"], nlohmann::json::array({0}));
+}
+
+TEST(ClusterJson, MalformedBatchesAreRejectedWholeWithOneLineErrorsAndFuzzingNeverCrashes) {
+  RankBatch b;
+  b.rank = 0;
+  b.host = "h";
+  for (int64_t step = 0; step < 4; ++step) b.steps.push_back(host_step(step, 0, kMs));
+  const std::string good = rank_batch_to_json(b);
+  ClusterOptions o;
+  o.world_size = 2;
+  ClusterAssembler a(o);
+  const std::vector<std::string> bad = {
+      "",
+      "[]",
+      "{\"rank\": \"0\", \"steps\": []}",
+      "{\"rank\": 0}",
+      "{\"rank\": 0, \"steps\": [{\"step\": 1}]}",
+      "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": -5}]}",
+      "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": 5, \"collectives\": [[\"g\"]]}]}",
+      "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": 5, \"categories_ns\": {\"x\": -1}}]}",
+      // A good step, then a bad one: nothing of the batch may be added.
+      "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": 5}, {\"step\": 2}]}",
+  };
+  for (const auto& text : bad) {
+    const std::string error = ingest_rank_batch_json(a, text);
+    EXPECT_FALSE(error.empty()) << text;
+    EXPECT_EQ(error.find('\n'), std::string::npos);
+    EXPECT_EQ(a.pending_steps(), 0u) << text;
+  }
+  std::mt19937 rng(12345);
+  for (int i = 0; i < 3000; ++i) {
+    std::string t = good;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t pos = rng() % t.size();
+      switch (rng() % 3) {
+        case 0: t[pos] = static_cast<char>(rng() % 256); break;
+        case 1: t.erase(pos, 1 + rng() % 8); break;
+        default: t.resize(pos); break;
+      }
+      if (t.empty()) break;
+    }
+    ClusterAssembler fuzz(o);
+    const std::string error = ingest_rank_batch_json(fuzz, t);
+    if (!error.empty()) {
+      EXPECT_EQ(fuzz.pending_steps(), 0u);
+    }
+    fuzz.advance(true);
+    (void)cluster_view_to_json(fuzz.view());
+  }
+}
+
+TEST(ClusterReal, HtaSampledRanksAreComparedCollectiveByCollective) {
+  GPUUTIL_REQUIRE_TRACES();
+  ImportResult r0 = import_kineto_file(test::trace_path("hta_sampled_rank0.json.gz"));
+  ImportResult r1 = import_kineto_file(test::trace_path("hta_sampled_rank1.json.gz"));
+  ASSERT_TRUE(r0.ok) << r0.error;
+  ASSERT_TRUE(r1.ok) << r1.error;
+  r0.store.rank = 0;
+  r1.store.rank = 1;
+  const Report report = analyze({&r0.store, &r1.store}, AnalysisOptions{});
+  ASSERT_NE(report.cluster, nullptr);
+  const ClusterView& v = *report.cluster;
+  EXPECT_EQ(v.world_size, 2);
+  EXPECT_TRUE(v.missing_ranks.empty());
+  EXPECT_EQ(v.steps_compared, report.steps.size());
+  EXPECT_GT(v.collective_instances, 0u);
+  EXPECT_EQ(v.collective_mismatches, 0u) << "NCCL kernels run in the same order on every rank";
+  ASSERT_EQ(v.ranks.size(), 2u);
+  // The minimum of each instance is the transfer: the same on both ranks.
+  EXPECT_EQ(v.ranks[0].collective_transfer_ns, v.ranks[1].collective_transfer_ns);
+  // Identities, per rank and step: the rank step's categories sum to its
+  // wall, and wait + transfer is its time in collective kernels.
+  for (const auto& step : report.steps) {
+    for (int32_t rank = 0; rank < 2; ++rank) {
+      const auto rs = rank_step_of(step, rank);
+      ASSERT_TRUE(rs.has_value());
+      EXPECT_EQ(rs->basis, "device");
+      int64_t sum = 0;
+      for (const auto& [name, ns] : rs->categories_ns) sum += ns;
+      EXPECT_EQ(sum, rs->wall_ns) << "step " << step.step << " rank " << rank;
+    }
+  }
+  int64_t kernel_ns[2] = {0, 0};
+  for (const auto& step : report.steps) {
+    for (const auto& rc : step.collectives) {
+      for (const auto& c : rc.samples) kernel_ns[rc.rank] += c.dur_ns;
+    }
+  }
+  for (int32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(v.ranks[rank].collective_wait_ns + v.ranks[rank].collective_transfer_ns, kernel_ns[rank]);
+    EXPECT_GT(v.ranks[rank].collective_wait_ns, 0);
+  }
+  // In the report: summary.ranks and summary.cluster.
+  const auto j = nlohmann::json::parse(report_to_json(report));
+  ASSERT_TRUE(j["summary"].contains("ranks"));
+  EXPECT_EQ(j["summary"]["ranks"].size(), 2u);
+  EXPECT_EQ(j["summary"]["ranks"][1]["host"], "hta_sampled_rank1.json.gz");
+  EXPECT_EQ(j["summary"]["cluster"]["world_size"], 2);
+}
+
+TEST(ClusterReal, OneRankReportsHaveNoClusterSection) {
+  GPUUTIL_REQUIRE_TRACES();
+  ImportResult r0 = import_kineto_file(test::trace_path("hta_sampled_rank0.json.gz"));
+  ASSERT_TRUE(r0.ok);
+  const Report report = analyze({&r0.store}, AnalysisOptions{});
+  EXPECT_EQ(report.cluster, nullptr);
+  const auto j = nlohmann::json::parse(report_to_json(report));
+  EXPECT_FALSE(j["summary"].contains("ranks"));
+  EXPECT_FALSE(j["summary"].contains("cluster"));
+}
+
+}  // namespace
+}  // namespace gpuutil

@@ -1,0 +1,235 @@
+"""The cross-rank view on real multi-process jobs (CPU, gloo): torchrun with
+one planted straggler, two torchrun launches as two "nodes" whose clocks
+differ by seconds, ranks that stop early or are killed, and Lightning DDP.
+
+Each job is tests/python/dist_job.py (or lightning_ddp_job.py); every rank
+writes its summary to a JSON file the test reads. Timeouts bound every
+job: a hang fails the test instead of blocking CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.distributed.is_available():  # pragma: no cover
+    pytest.skip("this torch build has no torch.distributed", allow_module_level=True)
+
+HERE = Path(__file__).resolve().parent
+JOB = HERE / "dist_job.py"
+PLANTED_MS = 40.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(**extra: str) -> Dict[str, str]:
+    env = dict(os.environ)
+    env.update({"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env
+
+
+def _run(cmd: List[str], timeout: float, env: Dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _torchrun(*args: str) -> List[str]:
+    return [sys.executable, "-m", "torch.distributed.run", *args]
+
+
+def _load(out: Path, world: int) -> Dict[int, Dict[str, Any]]:
+    docs = {}
+    for r in range(world):
+        p = out / f"rank{r}.json"
+        if p.exists():
+            docs[r] = json.loads(p.read_text())
+    return docs
+
+
+def _straggler(summary: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [f for f in summary["findings"] if f["id"] == "straggler"]
+
+
+def _check_planted_straggler(summary: Dict[str, Any], slow_rank: int, world: int) -> None:
+    """Done-when: rank 0's summary names the slow rank with cause dataloader;
+    the other ranks' median collective wait per step is >= 75% of the
+    planted delay; the slow rank's own wait is small."""
+    assert summary["cluster"]["world_size"] == world
+    assert summary["cluster"]["missing_ranks"] == []
+    ranks = {r["rank"]: r for r in summary["ranks"]}
+    assert sorted(ranks) == list(range(world))
+    found = _straggler(summary)
+    assert [f["rank"] for f in found] == [slow_rank], found
+    assert found[0]["cause"] == "dataloader", found[0]
+    assert found[0]["host"] == socket.gethostname()
+    for r, info in ranks.items():
+        wait_ms = info["collective_wait_p50_ns"] / 1e6
+        if r == slow_rank:
+            assert wait_ms < 0.25 * PLANTED_MS, info
+            assert info["relative_perf"] < 0.5, info
+        else:
+            assert wait_ms >= 0.75 * PLANTED_MS, info
+            assert info["relative_perf"] > 0.5, info
+    assert summary["cluster"]["collective_mismatches"] == 0
+    assert summary["top_finding"] is None or isinstance(summary["top_finding"], dict)
+
+
+def test_four_rank_torchrun_job_names_the_dataloader_straggler_and_what_the_others_wait(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _run(
+        _torchrun(
+            "--standalone", "--nproc-per-node", "4", str(JOB),
+            "--out", str(out), "--slow-rank", "2", "--slow-ms", str(PLANTED_MS), "--steps", "20",
+        ),
+        timeout=240,
+        env=_env(),
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    docs = _load(out, 4)
+    assert sorted(docs) == [0, 1, 2, 3]
+    _check_planted_straggler(docs[0]["summary"], slow_rank=2, world=4)
+    # Only the leader assembles.
+    for r in (1, 2, 3):
+        assert "ranks" not in docs[r]["summary"]
+    # The JSON Lines file is not asked for here; the view is in summary().
+    assert docs[0]["summary"]["cluster"]["lost_ranks"] == []
+
+
+def test_two_launches_as_two_nodes_with_clocks_seconds_apart_give_the_same_result(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    port = _free_port()
+    shift_ns = 7_000_000_000  # node 1's CLOCK_MONOTONIC is 7 s ahead
+    common = [
+        "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"gpuutil-test-{port}",
+    ]
+    job = [str(JOB), "--out", str(out), "--slow-ms", str(PLANTED_MS), "--steps", "20"]
+    node0 = subprocess.Popen(
+        _torchrun(*common, "--node-rank", "0", *job), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )
+    node1 = subprocess.Popen(
+        _torchrun(*common, "--node-rank", "1", *job, "--slow-local-rank", "1"),
+        env=_env(GPUUTIL_CLUSTER_CLOCK_SHIFT_NS=str(shift_ns)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _, err0 = node0.communicate(timeout=300)
+        _, err1 = node1.communicate(timeout=60)
+    finally:
+        for p in (node0, node1):
+            if p.poll() is None:
+                p.kill()
+    assert node0.returncode == 0, err0[-4000:]
+    assert node1.returncode == 0, err1[-4000:]
+    docs = _load(out, 4)
+    assert sorted(docs) == [0, 1, 2, 3]
+    slow = [r for r, d in docs.items() if d["slow"]]
+    assert len(slow) == 1
+    summary = docs[0]["summary"]
+    _check_planted_straggler(summary, slow_rank=slow[0], world=4)
+    # The offsets measured through the store undo the planted clock shift,
+    # within the reported uncertainty (+1 ms for the wall clock between the
+    # two samples of one round trip).
+    leader_shift = docs[0]["clock_shift_ns"]
+    for info in summary["ranks"]:
+        expected = leader_shift - docs[info["rank"]]["clock_shift_ns"]
+        assert info["clock_offset_ns"] is not None, info
+        assert abs(info["clock_offset_ns"] - expected) <= info["clock_uncertainty_ns"] + 1_000_000, info
+        # Step starts on one timeline: within a step of each other, not 7 s.
+        assert info["start_skew_p50_ns"] is not None and info["start_skew_p50_ns"] < 100_000_000, info
+    assert {d["clock_shift_ns"] for d in docs.values()} == {0, shift_ns}
+
+
+def test_a_rank_that_stops_early_and_one_that_is_killed_hang_nobody_and_are_named(tmp_path: Path) -> None:
+    """Plain processes (no torchrun, whose agent would tear the job down when
+    a worker dies): rank 1 stops profiling and exits after 6 steps, rank 3
+    is SIGKILLed then; ranks 0 and 2 go on with 6 local steps."""
+    out = tmp_path / "out"
+    port = _free_port()
+    timeout_s = 3.0
+    procs = []
+    for r in range(4):
+        env = _env(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), WORLD_SIZE="4", LOCAL_RANK=str(r))
+        cmd = [
+            sys.executable, str(JOB), "--out", str(out), "--steps", "6", "--local-steps", "6",
+            "--stop-early-rank", "1", "--stop-early-step", "5", "--kill-rank", "3", "--kill-step", "5",
+            "--timeout-s", str(timeout_s), "--interval-ms", "50",
+        ]
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    started = time.monotonic()
+    errs = []
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            errs.append(err)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    elapsed = time.monotonic() - started
+    codes = [p.returncode for p in procs]
+    assert codes[3] == -9, codes  # killed
+    assert codes[:3] == [0, 0, 0], (codes, [e[-2000:] for e in errs])
+    docs = _load(out, 4)
+    assert sorted(docs) == [0, 1, 2]
+    cluster = docs[0]["summary"]["cluster"]
+    assert 3 in cluster["lost_ranks"], cluster
+    assert 3 in cluster["missing_ranks"] or 3 in cluster["short_ranks"], cluster
+    assert 1 in cluster["short_ranks"], cluster
+    ranks = {r["rank"]: r for r in docs[0]["summary"]["ranks"]}
+    assert ranks[1]["finished"] is True
+    assert ranks[0]["steps"] == 12 and ranks[2]["steps"] == 12
+    # Nobody waited much longer than the loss timeout for the dead rank.
+    assert elapsed < 90, elapsed
+
+
+def test_lightning_ddp_on_two_cpu_processes_gets_the_cluster_view_from_the_callback(tmp_path: Path) -> None:
+    pytest.importorskip("lightning")
+    out = tmp_path / "out"
+    proc = _run(
+        [sys.executable, str(HERE / "lightning_ddp_job.py"), str(out)],
+        timeout=300,
+        env=_env(MASTER_PORT=str(_free_port())),
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc = json.loads((out / "rank0.json").read_text())
+    summary = doc["summary"]
+    assert summary["cluster"]["world_size"] == 2
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    assert summary["cluster"]["steps_compared"] >= 8
+    found = _straggler(summary)
+    assert [f["rank"] for f in found] == [1] and found[0]["cause"] == "dataloader", found
+    assert summary["ranks"][0]["collective_wait_p50_ns"] >= 0.75 * 30e6
+
+
+def test_huggingface_trainer_under_torchrun_gets_the_cluster_view_from_the_callback(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    out = tmp_path / "out"
+    proc = _run(
+        _torchrun("--standalone", "--nproc-per-node", "2", str(HERE / "hf_ddp_job.py"), str(out)),
+        timeout=300,
+        env=_env(),
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    summary = json.loads((out / "rank0.json").read_text())["summary"]
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    assert summary["cluster"]["steps_compared"] >= 8
+    found = _straggler(summary)
+    assert [f["rank"] for f in found] == [1] and found[0]["cause"] == "dataloader", found
+    assert summary["ranks"][0]["collective_wait_p50_ns"] >= 0.75 * 30e6
