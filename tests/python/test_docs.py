@@ -41,3 +41,26 @@ def test_readme_resnet_output_is_what_gpuutil_analyze_prints_today():
         capture_output=True, text=True, cwd=ROOT, check=True,
     ).stdout
     assert out.strip() == block.strip(), "README's ResNet-50 output is stale: rerun the command and paste it"
+
+
+def test_readme_ranks_section_is_what_gpuutil_analyze_prints_today():
+    """The README's offline cross-rank example is a real run of the CLI."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    traces = ROOT.parent / "shared" / "traces"
+    if not (traces / "hta_sampled_rank0.json.gz").exists():
+        pytest.skip(f"the shared real traces are not at {traces} (a clone without ../shared)")
+    readme = (ROOT / "README.md").read_text()
+    first = "Ranks: world size 2"
+    last = "     1  hta_sampled_rank1.json.gz"
+    start = readme.index(first)
+    block = readme[start:readme.index("\n", readme.index(last, start))]
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuutil", "analyze", "../shared/traces/hta_sampled_rank0.json.gz",
+         "../shared/traces/hta_sampled_rank1.json.gz"],
+        capture_output=True, text=True, cwd=ROOT, check=True,
+    ).stdout
+    assert block in out, "README's ranks section is stale: rerun the command and paste it"

@@ -118,7 +118,7 @@ std::vector<Finding> straggler_findings(const ClusterView& view) {
     }
     if (cause != "unknown") f.evidence += "; its " + cause + " is " + ms_text(cause_excess) + " per step over the median rank";
     f.evidence += "; the other " + std::to_string(ranks.size() - 1) + " ranks wait a median " + ms_text(wait_p50) +
-                  " per step in collectives (" + ms_text(others_wait_ns) + " over " + std::to_string(r->steps) +
+                  " per step in collectives (" + ms_text(others_wait_ns) + " in all over " + std::to_string(r->steps) +
                   " steps)";
     f.fix = fix_for(cause);
     f.recoverable_ns = others_wait_ns;
