@@ -53,6 +53,9 @@ def main() -> int:
     ap.add_argument("--slow-local-rank", type=int, default=-1, help="slow by LOCAL_RANK (one launch of several)")
     ap.add_argument("--base-ms", type=float, default=2.0, help="every rank's per-batch dataset time")
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--jsonl", default=None, help="the profile's JSON Lines output (steps.rank<R>.jsonl per rank)")
+    ap.add_argument("--profile-before-init", action="store_true",
+                    help="start the profile before init_process_group (the view must turn on later)")
     ap.add_argument("--no-cluster", action="store_true")
     ap.add_argument("--timeout-s", type=float, default=20.0)
     ap.add_argument("--interval-ms", type=float, default=200.0)
@@ -69,6 +72,7 @@ def main() -> int:
     args = ap.parse_args()
 
     torch.set_num_threads(1)
+    prof = _start_profile(args) if args.profile_before_init else None
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     slow = rank == args.slow_rank or int(os.environ.get("LOCAL_RANK", "-2")) == args.slow_local_rank
@@ -84,21 +88,12 @@ def main() -> int:
     if args.ab_blocks > 0:
         return _ab_blocks(args, rank, model, opt, iter(loader))
 
-    prof = None
-    if not args.no_profile:
-        prof = gpuutil.profile(
-            cluster=not args.no_cluster,
-            cluster_interval_ms=args.interval_ms,
-            cluster_timeout_s=args.timeout_s,
-        ).start()
+    if prof is None:
+        prof = _start_profile(args)
     it = iter(loader)
     t0 = time.perf_counter()
     for step in range(args.steps):
-        x, y = next(it)
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        _train_step(model, opt, it)
         if rank == args.kill_rank and step == args.kill_step:
             os.kill(os.getpid(), signal.SIGKILL)
         if rank == args.stop_early_rank and step == args.stop_early_step:
@@ -108,17 +103,32 @@ def main() -> int:
             return 0
     ddp_s = time.perf_counter() - t0
     for step in range(args.local_steps):  # no collectives: ranks may have left
-        x, y = next(it)
-        loss = torch.nn.functional.mse_loss(net(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        _train_step(net, opt, it)
     if prof is not None:
         prof.stop()
     _write(args.out, rank, prof, t0, args.steps, ddp_s, slow)
     if args.local_steps == 0 and args.kill_rank < 0 and args.stop_early_rank < 0:
         dist.destroy_process_group()
     return 0
+
+
+def _start_profile(args: argparse.Namespace):
+    if args.no_profile:
+        return None
+    return gpuutil.profile(
+        args.jsonl,
+        cluster=not args.no_cluster,
+        cluster_interval_ms=args.interval_ms,
+        cluster_timeout_s=args.timeout_s,
+    ).start()
+
+
+def _train_step(model, opt, it) -> None:
+    x, y = next(it)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
 
 
 def _ab_blocks(args: argparse.Namespace, rank: int, model, opt, it) -> int:
@@ -132,11 +142,7 @@ def _ab_blocks(args: argparse.Namespace, rank: int, model, opt, it) -> int:
         dist.barrier()
         t0 = time.perf_counter()
         for _ in range(args.steps):
-            x, y = next(it)
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            _train_step(model, opt, it)
         wall_s = time.perf_counter() - t0
         times["cluster" if with_cluster else "no_cluster"].append(wall_s)
         prof.stop()

@@ -93,6 +93,7 @@ def test_four_rank_torchrun_job_names_the_dataloader_straggler_and_what_the_othe
         _torchrun(
             "--standalone", "--nproc-per-node", "4", str(JOB),
             "--out", str(out), "--slow-rank", "2", "--slow-ms", str(PLANTED_MS), "--steps", "20",
+            "--jsonl", str(tmp_path / "steps.jsonl"),
         ),
         timeout=240,
         env=_env(),
@@ -104,8 +105,17 @@ def test_four_rank_torchrun_job_names_the_dataloader_straggler_and_what_the_othe
     # Only the leader assembles.
     for r in (1, 2, 3):
         assert "ranks" not in docs[r]["summary"]
-    # The JSON Lines file is not asked for here; the view is in summary().
     assert docs[0]["summary"]["cluster"]["lost_ranks"] == []
+    # The leader's JSON Lines file has cluster records between its step
+    # reports; the last one names the straggler. The others' files have none.
+    lines = [json.loads(x) for x in (tmp_path / "steps.rank0.jsonl").read_text().splitlines()]
+    records = [x for x in lines if x["schema"] == "gpuutil.cluster/1"]
+    assert records and len(lines) - len(records) == 20
+    assert [f["rank"] for f in records[-1]["findings"]] == [2]
+    assert records[-1]["ranks"] == docs[0]["summary"]["ranks"]
+    for r in (1, 2, 3):
+        other = (tmp_path / f"steps.rank{r}.jsonl").read_text().splitlines()
+        assert len(other) == 20 and all(json.loads(x)["schema"] == "gpuutil.report/1" for x in other)
 
 
 def test_two_launches_as_two_nodes_with_clocks_seconds_apart_give_the_same_result(tmp_path: Path) -> None:
@@ -116,7 +126,8 @@ def test_two_launches_as_two_nodes_with_clocks_seconds_apart_give_the_same_resul
         "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
         "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"gpuutil-test-{port}",
     ]
-    job = [str(JOB), "--out", str(out), "--slow-ms", str(PLANTED_MS), "--steps", "20"]
+    # The profiles start before init_process_group: the view turns on later.
+    job = [str(JOB), "--out", str(out), "--slow-ms", str(PLANTED_MS), "--steps", "20", "--profile-before-init"]
     node0 = subprocess.Popen(
         _torchrun(*common, "--node-rank", "0", *job), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
