@@ -93,6 +93,20 @@ class Session {
   void add_activity(const DeviceActivity& a);
   void add_api_call(const HostApiCall& c);
   void add_range(const HostRange& r);
+  // A host range whose name is not interned yet (a collector's staging
+  // buffer: the drain thread stages ranges without the session lock).
+  struct StagedRange {
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+    uint32_t thread = 0;
+    RangeCategory category = RangeCategory::kAnnotation;
+    char name[48] = {};  // NUL-terminated
+  };
+  // Adds every staged range (interning its name) under one lock and clears
+  // `staged`. With wait false it returns false at once, taking nothing, when
+  // another thread holds the session (e.g. a report being analysed), so the
+  // caller can go on draining its own producers meanwhile.
+  bool add_staged_ranges(std::vector<StagedRange>& staged, bool wait);
   void add_counter(const CounterSample& c);
   void count(Diag d, uint64_t n = 1, std::string_view example = {});
   // How steps are found ("session", "user", "optimizer_step", ...): written

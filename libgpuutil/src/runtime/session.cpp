@@ -3,6 +3,7 @@
 #include "gpuutil/session.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <unordered_set>
 
@@ -114,6 +115,27 @@ void Session::add_api_call(const HostApiCall& c) {
 void Session::add_range(const HostRange& r) {
   std::lock_guard<std::mutex> lock(mu_);
   if (admit_locked()) store_.ranges.push_back(r);
+}
+
+bool Session::add_staged_ranges(std::vector<StagedRange>& staged, bool wait) {
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (wait) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return false;
+  }
+  for (const StagedRange& s : staged) {
+    if (!admit_locked()) continue;  // counted there
+    HostRange r;
+    r.start_ns = s.start_ns;
+    r.end_ns = s.end_ns;
+    r.thread = s.thread;
+    r.category = s.category;
+    r.name = store_.names.intern(std::string_view(s.name, strnlen(s.name, sizeof s.name)));
+    store_.ranges.push_back(r);
+  }
+  staged.clear();
+  return true;
 }
 
 void Session::add_counter(const CounterSample& c) {

@@ -2,7 +2,11 @@
 #include "collectors/nvtx/nvtx_collector.h"
 
 #include <dlfcn.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <climits>
 
 #include <algorithm>
 #include <chrono>
@@ -53,7 +57,7 @@ std::string NvtxCollector::start() {
   }
   abi_ = get();
   if (!abi_ || abi_->version != kAbiVersion) return "libgpuutil_nvtx ABI version mismatch: " + path;
-  if (!abi_->rings) return "libgpuutil_nvtx could not map its rings";
+  if (!abi_->rings || abi_->ring_entries == 0) return "libgpuutil_nvtx could not map its rings";
   bool expected = false;
   if (!g_collector_active.compare_exchange_strong(expected, true)) {
     return "another gpuutil NVTX collector is already active in this process";
@@ -80,20 +84,26 @@ std::string NvtxCollector::start() {
     const int min_ms = std::max(1, options_.drain_poll_ms);
     const int max_ms = std::max(min_ms, options_.drain_poll_max_ms);
     int poll_ms = min_ms;
+    const uint64_t ring = abi_->ring_entries;
     while (!quit_.load(std::memory_order_acquire)) {
-      {
-        std::unique_lock<std::mutex> wake(wake_mu_);
-        wake_cv_.wait_for(wake, std::chrono::milliseconds(poll_ms),
-                          [this] { return quit_.load(std::memory_order_acquire); });
+      // Sleep until the poll interval passes, a producer's ring becomes
+      // half full, or stop(): all three bump or time out the futex word.
+      const uint32_t seen = abi_->wake->load(std::memory_order_acquire);
+      if (!quit_.load(std::memory_order_acquire)) {
+        timespec timeout{poll_ms / 1000, (poll_ms % 1000) * 1'000'000L};
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(abi_->wake), FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr, 0);
       }
       uint64_t fill;
       {
         std::lock_guard<std::mutex> lock(drain_mu_);
         fill = drain_locked();
+        hand_over(/*wait=*/false);
       }
-      if (fill > kRingEntries / 8) {
+      // Backlog under 1/64 of a ring at the last drain: poll less often.
+      // The wake at half full covers bursts between polls.
+      if (fill > ring / 64) {
         poll_ms = min_ms;
-      } else if (fill < kRingEntries / 64) {
+      } else {
         poll_ms = std::min(max_ms, poll_ms * 2);
       }
     }
@@ -137,7 +147,7 @@ uint64_t NvtxCollector::drain_locked() {
       ts.known = true;
     }
     for (; tail != head; ++tail) {
-      const Entry& e = r.entries[tail & (kRingEntries - 1)];
+      const Entry& e = r.entries[tail & (abi_->ring_entries - 1)];
       auto& stack = ts.stacks[e.domain];
       if (e.type == kPush) {
         Open o;
@@ -152,14 +162,15 @@ uint64_t NvtxCollector::drain_locked() {
       stack.pop_back();
       const char* domain = e.domain < kMaxDomains ? abi_->domain_names[e.domain] : "";
       if (std::strcmp(domain, "gpuutil") == 0) continue;  // our own step ranges
-      HostRange h;
+      Session::StagedRange& h = staged_.emplace_back();
       h.start_ns = to_ns(o.ticks);
       h.end_ns = std::max(h.start_ns, to_ns(e.ticks));
-      h.name = session_.intern(o.name);
+      static_assert(sizeof h.name >= kNameBytes, "a ring entry's name fits a staged range");
+      std::memcpy(h.name, o.name, kNameBytes);
       h.thread = ts.thread;
       h.category = std::strcmp(domain, "NCCL") == 0 ? RangeCategory::kCollective : classify_range(o.name, false);
-      session_.add_range(h);
       ranges_stored_.fetch_add(1, std::memory_order_relaxed);
+      if (staged_.size() >= kStageBatch) hand_over(/*wait=*/staged_.size() >= kStageMax);
     }
     r.tail.store(tail, std::memory_order_release);
     const uint64_t dropped = r.dropped.load(std::memory_order_relaxed);
@@ -176,10 +187,17 @@ uint64_t NvtxCollector::drain_locked() {
   return most;
 }
 
+void NvtxCollector::hand_over(bool wait) {
+  // The session is busy while a report is analysed: staging then goes on
+  // (up to kStageMax ranges) so the rings keep draining; past that, wait.
+  if (!staged_.empty()) session_.add_staged_ranges(staged_, wait);
+}
+
 void NvtxCollector::drain_now() {
   if (!running_ || owner_pid_ != getpid()) return;
   std::lock_guard<std::mutex> lock(drain_mu_);
   drain_locked();
+  hand_over(/*wait=*/true);  // a step boundary: everything recorded so far is in the session
 }
 
 void NvtxCollector::stop() {
@@ -190,14 +208,13 @@ void NvtxCollector::stop() {
     return;
   }
   abi_->recording->store(0, std::memory_order_release);
-  {
-    std::lock_guard<std::mutex> wake(wake_mu_);
-    quit_ = true;
-  }
-  wake_cv_.notify_all();
+  quit_.store(true, std::memory_order_release);
+  abi_->wake->fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(abi_->wake), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
   drain_.join();
   std::lock_guard<std::mutex> lock(drain_mu_);
   drain_locked();
+  hand_over(/*wait=*/true);
   threads_.clear();
   g_collector_active.store(false);
 }

@@ -15,18 +15,19 @@
 //
 // Contract: at most one NVTX collector runs per process (the rings have one
 // consumer); start/step_boundary/stop from control threads (serialised by
-// the caller); a drain thread polls the rings so that rings do not overflow
-// between step boundaries: every drain_poll_ms while a ring was more than
-// 1/8 full at its last drain, backing off (doubling) up to
-// drain_poll_max_ms while every ring stayed under 1/64 full, so an idle or
-// lightly used collector wakes 40 times a second, not 200, and a thread
-// may still record ~160k ranges/s (torch emit_nvtx rates) without loss
-// (4096 ranges per ring per 25 ms). stop() wakes the thread at once. A full ring loses entries, counted as
-// nvtx_records_dropped.
+// the caller); a drain thread drains the rings between step boundaries:
+// every drain_poll_ms while a ring held more than 1/64 of its entries at the
+// last drain, backing off (doubling) up to drain_poll_max_ms otherwise, so an
+// idle collector wakes 40 times a second, not 200; and at once when a
+// producer's push makes its ring half full (a futex wake from the injection
+// library, nvtx_abi.h). A ring holds 128k ranges (committed only as deep as
+// it was ever filled), so 1M ranges/s sustained and a 100k-range burst after
+// an idle second are not lost (benchmarks/bench_nvtx_pushpop,
+// tests/cpp/test_nvtx_injection.cpp). stop() wakes the thread at once. A full
+// ring loses entries, counted as nvtx_records_dropped.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -71,8 +72,13 @@ class NvtxCollector {
     std::unordered_map<uint16_t, std::vector<Open>> stacks;  // by domain
     uint64_t dropped_seen = 0;
   };
-  // Returns the most entries found in one ring (its fill before draining).
+  // Moves every ring's entries into staged_ (no session lock); returns the
+  // most entries found in one ring (its fill before draining).
   uint64_t drain_locked();
+  // staged_ into the session: at once if it is free (or wait).
+  void hand_over(bool wait);
+  static constexpr size_t kStageBatch = 4096;     // ranges per hand-over attempt
+  static constexpr size_t kStageMax = 1u << 18;   // then the drain waits for the session (18 MiB)
   int64_t to_ns(uint64_t ticks) const;
   void calibrate();
 
@@ -83,14 +89,13 @@ class NvtxCollector {
   int64_t owner_pid_ = 0;
   std::mutex drain_mu_;  // drain thread vs control thread; never on an NVTX call
   std::vector<ThreadState> threads_;
+  std::vector<Session::StagedRange> staged_;  // drained, not yet in the session (drain_mu_)
   uint64_t tick0_ = 0;
   int64_t ns0_ = 0;
   double ns_per_tick_ = 1.0;
   uint64_t without_ring_seen_ = 0;
   std::atomic<uint64_t> ranges_stored_{0};
-  std::atomic<bool> quit_{false};
-  std::mutex wake_mu_;  // drain thread's sleep; stop() notifies
-  std::condition_variable wake_cv_;
+  std::atomic<bool> quit_{false};  // stop(): also bumps and wakes the ABI's futex word
   std::thread drain_;
 };
 

@@ -7,7 +7,8 @@
 // DomainRangePop, DomainRegisterStringA with handlers that append one entry
 // to the calling thread's ring (nvtx_abi.h): a tick read, a bounded name
 // copy, one release store. No allocation, no lock, no syscall on this path
-// (a thread's first call claims its ring: one CAS and one gettid).
+// (a thread's first call claims its ring: one CAS and one gettid; the push
+// that makes a ring half full wakes the drain thread: one futex wake).
 // Slots we do not fill (marks, NameOsThread, ...) stay no-ops.
 //
 // Registered strings and domains are interned into fixed tables on first
@@ -16,6 +17,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 
 #include <cstring>
@@ -40,7 +42,10 @@ std::atomic<uint64_t> g_threads_without_ring{0};
 std::atomic<uint32_t> g_domains_created{1};  // 0 = default domain
 std::atomic<uint32_t> g_strings{0};
 std::atomic<uint32_t> g_recording{0};  // the collector turns it on
+std::atomic<uint32_t> g_wake{0};       // futex word: bumped when a ring becomes half full
 Ring* g_rings = nullptr;
+Entry* g_entries = nullptr;
+uint32_t g_ring_entries = 0;
 char g_domain_names[kMaxDomains][kNameBytes];
 char g_strings_table[kMaxStrings][kNameBytes];
 int g_tsc = 0;
@@ -78,7 +83,18 @@ void setup_once() {
   static const bool done = [] {
     void* p = mmap(nullptr, sizeof(Ring) * kMaxRings, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    g_rings = p == MAP_FAILED ? nullptr : static_cast<Ring*>(p);
+    // The entries: as large as the system lets us reserve (committed on use).
+    for (uint32_t n = kRingEntries; p != MAP_FAILED && n >= kMinRingEntries; n /= 2) {
+      void* e = mmap(nullptr, size_t(n) * kMaxRings * sizeof(Entry), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (e != MAP_FAILED) {
+        g_entries = static_cast<Entry*>(e);
+        g_ring_entries = n;
+        break;
+      }
+    }
+    g_rings = p == MAP_FAILED || !g_entries ? nullptr : static_cast<Ring*>(p);
+    for (uint32_t i = 0; g_rings && i < kMaxRings; ++i) g_rings[i].entries = g_entries + size_t(i) * g_ring_entries;
     g_tsc = tsc_invariant() ? 1 : 0;
     std::memset(g_domain_names, 0, sizeof(g_domain_names));
     return true;
@@ -112,11 +128,12 @@ inline void record(uint16_t type, uint16_t domain, const char* name) {
   Ring* r = my_ring();
   if (!r) return;
   const uint64_t head = r->head.load(std::memory_order_relaxed);
-  if (head - r->tail.load(std::memory_order_acquire) >= kRingEntries) {
+  const uint64_t fill = head - r->tail.load(std::memory_order_acquire);
+  if (fill >= g_ring_entries) {
     r->dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  Entry& e = r->entries[head & (kRingEntries - 1)];
+  Entry& e = r->entries[head & (g_ring_entries - 1)];
   e.ticks = now_ticks();
   e.type = type;
   e.domain = domain;
@@ -128,6 +145,10 @@ inline void record(uint16_t type, uint16_t domain, const char* name) {
     e.name[0] = '\0';
   }
   r->head.store(head + 1, std::memory_order_release);
+  if (fill + 1 == g_ring_entries / 2) {  // half full: wake the drain now (rare)
+    g_wake.fetch_add(1, std::memory_order_release);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  }
 }
 
 uint16_t domain_index(nvtxDomainHandle_t d) {
@@ -253,5 +274,7 @@ extern "C" __attribute__((visibility("default"))) const Abi* gpuutil_nvtx_abi() 
   g_abi.ticks_are_tsc = g_tsc;
   g_abi.now_ticks = &now_ticks;
   g_abi.recording = &g_recording;
+  g_abi.ring_entries = g_ring_entries;
+  g_abi.wake = &g_wake;
   return &g_abi;
 }
