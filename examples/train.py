@@ -65,25 +65,6 @@ def print_table(reports) -> None:
     print("(host time of the main training thread per category, ms; categories sum to wall)")
 
 
-def top_host_finding(reports) -> str:
-    """The host category (not "other") with the largest median time per step."""
-    hosts = [main_host_thread(r["steps"][0]) for r in reports]
-    hosts = [h for h in hosts if h is not None]
-    if not hosts:
-        return "no host ranges recorded"
-
-    def median(values):
-        values = sorted(values)
-        return values[len(values) // 2]
-
-    per_step = {k: median([h["breakdown_ns"][k] for h in hosts]) for k in HOST_KEYS if k != "other"}
-    wall = median([h["wall_ns"] for h in hosts])
-    cat = max(per_step, key=lambda k: per_step[k])
-    label = {"dataloader": "DataLoader wait", "host_sync": "host sync (.item() and friends)"}.get(cat, cat)
-    share = 100.0 * per_step[cat] / wall if wall else 0.0
-    return f"{label}: {per_step[cat] / 1e6:.1f} ms per step (median; {share:.0f}% of the main thread's step time)"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=8)
@@ -121,7 +102,7 @@ def main() -> None:
           f"reports in {prof.output}")
     print_table(reports)
     top = summary.get("top_finding")
-    print("top finding:", top["title"] if top else top_host_finding(reports))
+    print("top finding:", f"{top['title']} ({top['id']})" if top else "none")
     if summary["gpu_collection_off"]:
         print("note:", summary["gpu_collection_off"][0])
 

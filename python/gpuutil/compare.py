@@ -26,6 +26,16 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from gpuutil._buckets import IDLE_CAUSES
 
+#: host breakdown category -> its compare metric
+_HOST_METRICS = {
+    "dataloader": "host_dataloader_pct",
+    "host_sync": "host_sync_pct",
+    "optimizer": "host_optimizer_pct",
+    "forward": "host_forward_pct",
+    "backward": "host_backward_pct",
+}
+
+
 #: metric -> (direction, unit, description). direction +1: higher is worse
 #: (times, idle shares); -1: lower is worse (busy share, MFU, efficiency).
 METRICS: Dict[str, tuple] = {
@@ -38,6 +48,7 @@ METRICS: Dict[str, tuple] = {
     "memory_pct": (+1, "pct", "memcpy/memset-only share"),
     "idle_pct": (+1, "pct", "idle share of step wall"),
     **{f"idle_{c}_pct": (+1, "pct", f"idle share caused by {c}") for c in IDLE_CAUSES},
+    **{m: (+1, "pct", f"main host thread's {c} share of step wall (median step)") for c, m in _HOST_METRICS.items()},
     "mfu_pct": (-1, "pct", "model FLOP/s utilisation"),
     "sm_efficiency_pct": (-1, "pct", "estimated SM efficiency (kernel-time weighted)"),
     "achieved_occupancy_pct": (-1, "pct", "estimated achieved occupancy"),
@@ -135,6 +146,22 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[idx]
 
 
+def _main_threads(step: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """Per rank, the step's busiest classified host thread (the training
+    thread), as the C++ host findings choose it."""
+    best: Dict[Any, Dict[str, Any]] = {}
+
+    def classified(h: Dict[str, Any]) -> float:
+        b = h.get("breakdown_ns", {})
+        return float(h.get("wall_ns", 0)) - float(b.get("other", 0)) - float(b.get("collective", 0))
+
+    for h in step.get("host", []):
+        r = h.get("rank", 0)
+        if r not in best or classified(h) > classified(best[r]):
+            best[r] = h
+    return list(best.values())
+
+
 def run_metrics(reports: Iterable[Dict[str, Any]]) -> Dict[str, Optional[float]]:
     """Run-level metrics of a run (every metric in METRICS; None when undefined)."""
     walls: List[float] = []
@@ -145,12 +172,18 @@ def run_metrics(reports: Iterable[Dict[str, Any]]) -> Dict[str, Optional[float]]
     flops = 0.0
     peak_time = 0.0  # sum(wall_s * peak) over entries with flops and peak
     sm_num = sm_den = occ_num = occ_den = 0.0
+    host_shares: Dict[str, List[float]] = {c: [] for c in _HOST_METRICS}  # per step and rank
     for rep in reports:
         for step in rep.get("steps", []):
             key = (step.get("step"), step.get("start_ns"))
             if key not in seen_steps:
                 seen_steps.add(key)
                 walls.append(float(step["wall_ns"]))
+            for h in _main_threads(step):
+                w = float(h.get("wall_ns", 0))
+                if w > 0:
+                    for c, shares in host_shares.items():
+                        shares.append(100.0 * float(h.get("breakdown_ns", {}).get(c, 0)) / w)
             for d in step.get("devices", []):
                 w = float(d.get("wall_ns", 0))
                 wall += w
@@ -181,6 +214,16 @@ def run_metrics(reports: Iterable[Dict[str, Any]]) -> Dict[str, Optional[float]]
         out["idle_pct"] = 100.0 * sum(sums["idle_" + c] for c in IDLE_CAUSES) / wall
         for c in IDLE_CAUSES:
             out[f"idle_{c}_pct"] = 100.0 * sums["idle_" + c] / wall
+    if host_shares["dataloader"]:
+        # The median step, so that warm-up steps (compilation, first batches)
+        # do not move a CI gate.
+        for c, shares in host_shares.items():
+            out[_HOST_METRICS[c]] = statistics.median(shares)
+        if wall == 0:
+            # A host-only run (no GPU activity): the waits of the training
+            # thread are the idle causes there is (docs/exports.md, compare).
+            out["idle_dataloader_pct"] = out["host_dataloader_pct"]
+            out["idle_host_sync_pct"] = out["host_sync_pct"]
     if peak_time > 0:
         out["mfu_pct"] = 100.0 * flops / peak_time
     if sm_den > 0:

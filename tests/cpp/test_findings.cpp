@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analysis/findings.h"
+#include "analysis/host_findings.h"
 #include "gpuutil/analysis.h"
 #include "gpuutil/kineto_import.h"
 #include "gpuutil/report.h"
@@ -550,3 +551,92 @@ TEST(FindingsRealTraces, CompiledTritonTraceIsSilent) {
 
 }  // namespace
 }  // namespace gpuutil
+
+// Host-only runs (no device): findings from the main thread's breakdown.
+namespace host_only {
+
+gpuutil::Report host_report(int64_t dataloader_ms, int64_t sync_ms, int64_t optimizer_ms, int steps = 4) {
+  using namespace gpuutil;
+  constexpr int64_t kMs = 1'000'000;
+  Report r;
+  for (int i = 0; i < steps; ++i) {
+    StepReport st;
+    st.step = i;
+    st.wall_ns = 100 * kMs;
+    HostThreadStepReport main;
+    main.name = "main";
+    main.wall_ns = st.wall_ns;
+    main.breakdown_ns[static_cast<int>(HostCategory::kDataloader)] = dataloader_ms * kMs;
+    main.breakdown_ns[static_cast<int>(HostCategory::kHostSync)] = sync_ms * kMs;
+    main.breakdown_ns[static_cast<int>(HostCategory::kOptimizer)] = optimizer_ms * kMs;
+    main.breakdown_ns[static_cast<int>(HostCategory::kForward)] = 10 * kMs;
+    main.breakdown_ns[static_cast<int>(HostCategory::kOther)] =
+        st.wall_ns - (dataloader_ms + sync_ms + optimizer_ms + 10) * kMs;
+    main.culprits[static_cast<int>(HostCategory::kDataloader)] = {{"enumerate(DataLoader)#__next__", dataloader_ms * kMs, 1}};
+    HostThreadStepReport worker;  // a busy-looking helper thread with no classified time
+    worker.name = "pin_memory";
+    worker.wall_ns = st.wall_ns;
+    worker.breakdown_ns[static_cast<int>(HostCategory::kOther)] = st.wall_ns;
+    st.host = {worker, main};
+    r.steps.push_back(st);
+  }
+  r.summary.steps = static_cast<uint64_t>(steps);
+  r.summary.steps_wall_ns = steps * 100 * kMs;
+  r.summary.trace_span_ns = r.summary.steps_wall_ns;
+  return r;
+}
+
+const gpuutil::Finding* find(const std::vector<gpuutil::Finding>& v, const std::string& id) {
+  for (const auto& f : v) {
+    if (f.id == id) return &f;
+  }
+  return nullptr;
+}
+
+TEST(FindingsHostOnly, DataloaderSyncAndOptimizerOfTheMainThreadAreFindingsAboveTheirThresholds) {
+  const auto findings = gpuutil::derive_findings(host_report(40, 6, 25));
+  const auto* dl = find(findings, "host_dataloader");
+  ASSERT_NE(dl, nullptr);
+  EXPECT_EQ(dl->recoverable_ns, 4 * 40'000'000);
+  EXPECT_NEAR(dl->share_of_wall, 0.40, 1e-9);
+  EXPECT_NE(dl->evidence.find("enumerate(DataLoader)#__next__"), std::string::npos);
+  EXPECT_NE(dl->fix.find("num_workers"), std::string::npos);
+  const auto* sync = find(findings, "host_sync");
+  ASSERT_NE(sync, nullptr);
+  EXPECT_EQ(sync->recoverable_ns, 4 * 6'000'000);
+  const auto* opt = find(findings, "host_optimizer");
+  ASSERT_NE(opt, nullptr);
+  EXPECT_EQ(opt->recoverable_ns, 4 * 25'000'000 / 2);
+  EXPECT_EQ(findings.front().id, "host_dataloader");  // ranked by recoverable time
+}
+
+TEST(FindingsHostOnly, BelowTheThresholdsThereIsNoHostFinding) {
+  const auto findings = gpuutil::derive_findings(host_report(4, 4, 19));
+  EXPECT_EQ(find(findings, "host_dataloader"), nullptr);
+  EXPECT_EQ(find(findings, "host_sync"), nullptr);
+  EXPECT_EQ(find(findings, "host_optimizer"), nullptr);
+}
+
+TEST(FindingsHostOnly, ARunWithADeviceGetsDeviceFindingsNotHostOnes) {
+  gpuutil::Report r = host_report(40, 6, 25);
+  gpuutil::DeviceSummary d;
+  d.wall_ns = r.summary.steps_wall_ns;
+  d.breakdown.compute_ns = d.wall_ns;
+  r.summary.devices.push_back(d);
+  const auto findings = gpuutil::derive_findings(r);
+  EXPECT_EQ(find(findings, "host_dataloader"), nullptr);
+}
+
+TEST(FindingsHostOnly, TimeOutsideStepsIsAFindingOfEveryRunFromTenPercent) {
+  gpuutil::Report r = host_report(0, 0, 0);
+  r.summary.trace_span_ns = 500'000'000;
+  r.summary.outside_steps_ns = 50'000'000;  // exactly 10% of the span
+  const auto* f = find(gpuutil::derive_findings(r), "outside_steps");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->recoverable_ns, r.summary.outside_steps_ns);
+  r.summary.outside_steps_ns -= 1'000'000;
+  EXPECT_EQ(find(gpuutil::derive_findings(r), "outside_steps"), nullptr);
+  EXPECT_EQ(gpuutil::outside_steps_finding(1, 100, 50), std::nullopt) << "one step has no 'between'";
+}
+
+}  // namespace host_only

@@ -9,6 +9,8 @@
 // read collectors.
 #include "analysis/findings.h"
 
+#include "analysis/host_findings.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -424,10 +426,15 @@ void capture_note(const Report& report, std::vector<Finding>& out) {
 
 std::vector<Finding> derive_findings(const Report& report) {
   std::vector<Finding> out;
+  bool device = false;
   for (const auto& d : report.summary.devices) {
     if (d.wall_ns <= 0) continue;
+    device = true;
     device_findings(report, d, out);
   }
+  if (!device) host_findings(report, out);  // a host-only run: the main thread's breakdown
+  const Summary& s = report.summary;
+  if (auto f = outside_steps_finding(s.steps, s.trace_span_ns, s.outside_steps_ns)) out.push_back(std::move(*f));
   capture_note(report, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return a.recoverable_ns > b.recoverable_ns; });

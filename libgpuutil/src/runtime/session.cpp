@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <unordered_set>
 
+#include "analysis/host_findings.h"
 #include "export/jsonl_sink.h"
 #include "gpuutil/report_json.h"
 
@@ -373,7 +375,45 @@ size_t Session::pending_events() const {
 
 RunTotals Session::run_totals() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return totals_;
+  RunTotals t = totals_;
+  // Run-level facts make run-level findings, not sums of per-step ones
+  // (docs/findings.md): the time between steps, and on a host-only run the
+  // main thread's shares over the whole run (a per-step title would quote
+  // one step's share).
+  std::vector<Finding> run;
+  if (auto f = outside_steps_finding(t.steps, t.steps_wall_ns + outside_steps_ns_, outside_steps_ns_)) {
+    run.push_back(std::move(*f));
+  }
+  if (t.devices.empty()) {
+    std::map<int32_t, HostTotals> main;  // per rank, the busiest classified thread
+    const auto classified = [](const HostThreadTotals& h) {
+      return h.wall_ns - h.breakdown_ns[static_cast<int>(HostCategory::kOther)] -
+             h.breakdown_ns[static_cast<int>(HostCategory::kCollective)];
+    };
+    std::map<int32_t, int64_t> best;
+    for (const auto& [key, h] : t.threads) {
+      const int32_t rank = key.first;
+      if (best.count(rank) && classified(h) <= best[rank]) continue;
+      best[rank] = classified(h);
+      HostTotals& m = main[rank];
+      m.rank = rank;
+      m.wall_ns = h.wall_ns;
+      m.steps = h.steps;
+      m.ns = h.breakdown_ns;
+    }
+    std::vector<HostTotals> ranks;
+    for (auto& [rank, m] : main) ranks.push_back(std::move(m));
+    for (const char* id : {"host_dataloader", "host_sync", "host_optimizer"}) t.findings.erase(id);
+    host_findings_of(ranks, run);
+  }
+  for (const Finding& f : run) {
+    FindingTotals& ft = t.findings[f.id];
+    ft.title = f.title;
+    ft.fix = f.fix;
+    ft.recoverable_ns = f.recoverable_ns;
+    ft.steps = t.steps;
+  }
+  return t;
 }
 
 void Session::set_step_callback(std::function<void(const StepOutput&)> cb) {
