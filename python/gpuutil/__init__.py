@@ -13,6 +13,7 @@ Public API (importing gpuutil never requires torch)::
         for batch in loader:
             with prof.step():
                 train_step(batch)
+    print(gpuutil.format(prof.summary()))               # the text a person reads
 
 The report's fields are documented in docs/report-schema.md.
 """
@@ -26,6 +27,7 @@ from gpuutil._api import (
     analyze,
     analyze_json,
 )
+from gpuutil._format import format  # noqa: A004 - gpuutil.format(report | summary | cluster record)
 from gpuutil._profile import Profile, profile, register_collector
 
 try:  # live CUPTI collector; gpuutil stays usable (host-only) without it
@@ -70,6 +72,7 @@ __all__ = [
     "__version__",
     "analyze",
     "analyze_json",
+    "format",
     "Profile",
     "profile",
     "register_collector",

@@ -21,9 +21,9 @@ training loop pays a fraction of a cold per-step analysis. Reading
 ``prof.reports`` or ``prof.summary()``, or stopping, reports every finished
 step first, so the batching is invisible there; ``on_step`` callbacks and
 the JSON Lines file receive reports up to ``report_interval_ms`` late.
-``prof.reports`` keeps each report as its JSON text and parses it into a
-dict the first time it is read; only an ``on_step`` callback makes every
-report parse at once.
+``prof.reports`` is a list of dicts (a snapshot at each read); the profile
+keeps each report as its JSON text and parses it the first time it is read;
+only an ``on_step`` callback makes every report parse at once.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ import math
 import os
 import sys
 import threading
+import warnings
 import weakref
-from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence, Union, overload
+from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, Sequence, Union
 
 from gpuutil import _core
 from gpuutil._buckets import BREAKDOWN_KEYS
@@ -123,7 +124,7 @@ class Profile:
         peak_tflops: Optional[float] = None,
         keep_reports: int = 1000,
         max_pending_events: int = 1 << 22,
-        on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
+        on_step: Union[Callable[[Dict[str, Any]], None], Sequence[Callable[[Dict[str, Any]], None]], None] = None,
         report_interval_ms: float = 100.0,
         hardware_flops_per_step: Optional[float] = None,
         cluster: bool = True,
@@ -176,12 +177,14 @@ class Profile:
         )
         if not self._session.ok:
             raise OSError(f"gpuutil: {self._session.error}")
-        self.reports: Reports = Reports(keep_reports, self.flush)
+        self._reports = _ReportStore(keep_reports)
         self._report_interval_ns = int(report_interval_ms * 1e6)
         self._last_report_ns = 0
         self._complete_ns = -(1 << 63)  # collectors' data is complete up to here
         self._unreported = False  # steps closed since the last collect
-        self._on_step = on_step
+        self._on_step = _sinks(on_step)
+        self._sink_failures = 0
+        self._sink_failure_example = ""
         self._collectors: List[Collector] = []
         self._off_reasons: List[str] = []
         self._next_step = 0
@@ -397,30 +400,67 @@ class Profile:
         if cluster is not None:
             out["ranks"] = cluster["ranks"]
             out["cluster"] = cluster["cluster"]
+        if self._sink_failures:
+            out["on_step_failed"] = {"count": self._sink_failures, "example": self._sink_failure_example}
         return out
+
+    @property
+    def reports(self) -> ReportList:
+        """The most recent step reports (at most ``keep_reports``), oldest
+        first, as a list of dicts; every finished step is reported first."""
+        self.flush()
+        return self._reports.snapshot()
 
     def _deliver(self, lines: List[str]) -> None:
         if not lines:
             return
-        if self._on_step is None:
-            self.reports.extend_json(lines)
+        if not self._on_step:
+            self._reports.extend_json(lines)
             return
         for line in lines:
             report = json.loads(line)
-            self.reports.append(report)
-            self._on_step(report)
+            self._reports.append(report)
+            for sink in self._on_step:
+                self._call_sink(sink, report)
+
+    def _call_sink(self, sink: Callable[[Dict[str, Any]], None], arg: Dict[str, Any]) -> None:
+        # A tracker that fails must not stop the training loop: counted, with
+        # the exception, in the next report (on_step_failed).
+        try:
+            sink(arg)
+        except Exception as e:  # noqa: BLE001 - reported, never raised into training
+            name = getattr(sink, "__qualname__", None) or type(sink).__name__
+            example = f"{name}: {type(e).__name__}: {e}"
+            self._session.count("on_step_failed", 1, example)
+            if self._sink_failures == 0:
+                warnings.warn(f"gpuutil: an on_step sink raised (training goes on; counted as on_step_failed): "
+                              f"{example}", RuntimeWarning, stacklevel=2)
+                self._sink_failure_example = example
+            self._sink_failures += 1
+
+    def _emit_cluster(self, record: Dict[str, Any]) -> None:
+        """A cluster record to every sink that has ``on_cluster``."""
+        for sink in self._on_step:
+            on_cluster = getattr(sink, "on_cluster", None)
+            if on_cluster is not None:
+                self._call_sink(on_cluster, record)
 
 
-class Reports(Sequence[Dict[str, Any]]):
-    """The most recent step reports, oldest first (a read-only sequence of dicts).
+class ReportList(list):  # of report dicts
+    """``prof.reports``: a plain ``list`` of report dicts, oldest first (so
+    ``json.dumps(prof.reports)`` works), holding at most ``maxlen`` (the
+    profile's ``keep_reports``) most recent steps. A snapshot: read
+    ``prof.reports`` again for steps reported since."""
 
-    Holds at most ``maxlen`` reports. Each is kept as its JSON line until it
-    is first read, then as the parsed dict (the same dict on every read).
-    """
+    maxlen: int = 0
 
-    def __init__(self, maxlen: int, flush: Optional[Callable[[], None]] = None) -> None:
+
+class _ReportStore:
+    """The most recent step reports, each kept as its JSON line until it is
+    first read, then as the parsed dict (the same dict on every read)."""
+
+    def __init__(self, maxlen: int) -> None:
         self._items: Deque[Union[str, Dict[str, Any]]] = collections.deque(maxlen=maxlen)
-        self._flush = flush
 
     @property
     def maxlen(self) -> int:
@@ -432,49 +472,15 @@ class Reports(Sequence[Dict[str, Any]]):
     def extend_json(self, lines: List[str]) -> None:
         self._items.extend(lines)
 
-    def _ready(self) -> None:
-        if self._flush is not None:
-            self._flush()
-
-    def _at(self, i: int) -> Dict[str, Any]:
-        item = self._items[i]
-        if isinstance(item, str):
-            item = json.loads(item)
-            self._items[i] = item
-        return item
-
-    @overload
-    def __getitem__(self, i: int) -> Dict[str, Any]: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> List[Dict[str, Any]]: ...
-
-    def __getitem__(self, i: Union[int, slice]) -> Union[Dict[str, Any], List[Dict[str, Any]]]:
-        self._ready()
-        if isinstance(i, slice):
-            return [self._at(k) for k in range(*i.indices(len(self._items)))]
-        if i < 0:
-            i += len(self._items)
-        if not 0 <= i < len(self._items):
-            raise IndexError("report index out of range")
-        return self._at(i)
-
-    def __len__(self) -> int:
-        self._ready()
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[Dict[str, Any]]:
-        self._ready()
-        for i in range(len(self._items)):
-            yield self._at(i)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Reports):
-            other = list(other)
-        return isinstance(other, (list, tuple)) and list(self) == list(other)
-
-    def __repr__(self) -> str:
-        return f"Reports({len(self._items)} of at most {self.maxlen})"
+    def snapshot(self) -> ReportList:
+        out = ReportList()
+        out.maxlen = self.maxlen
+        for i, item in enumerate(self._items):
+            if isinstance(item, str):
+                item = json.loads(item)
+                self._items[i] = item
+            out.append(item)
+        return out
 
 
 class _StepScope:
@@ -490,6 +496,19 @@ class _StepScope:
 
     def __exit__(self, *exc: Any) -> None:
         self._prof.end_step()
+
+
+def _sinks(on_step: Any) -> List[Callable[[Dict[str, Any]], None]]:
+    """``on_step`` as a list of callables: None, one callable, or a list or
+    tuple of them; anything else is refused when the profile is made, not at
+    the first step."""
+    if on_step is None:
+        return []
+    sinks = list(on_step) if isinstance(on_step, (list, tuple)) else [on_step]
+    for sink in sinks:
+        if not callable(sink):
+            raise TypeError(f"on_step must be a callable or a list of callables, not {type(sink).__name__}: {sink!r}")
+    return sinks
 
 
 def thread_key() -> int:
@@ -525,7 +544,7 @@ def profile(
     dtype: str = "bf16",
     peak_tflops: Optional[float] = None,
     keep_reports: int = 1000,
-    on_step: Optional[Callable[[Dict[str, Any]], None]] = None,
+    on_step: Union[Callable[[Dict[str, Any]], None], Sequence[Callable[[Dict[str, Any]], None]], None] = None,
     report_interval_ms: float = 100.0,
     hardware_flops_per_step: Optional[float] = None,
     cluster: bool = True,
@@ -563,8 +582,12 @@ def profile(
         dtype: the training precision, picks the peak FLOP/s for MFU.
         peak_tflops: overrides the peak table.
         keep_reports: how many recent step reports ``prof.reports`` keeps.
-        on_step: called with each step's report dict (a tracker sink), in
-            step order, up to ``report_interval_ms`` after the step ends.
+        on_step: a callable, or a list of them, called with each step's
+            report dict (tracker sinks), in step order, up to
+            ``report_interval_ms`` after the step ends. A sink that raises
+            is counted (``on_step_failed``, with the exception) and the
+            training goes on. Sinks with an ``on_cluster`` method also get
+            the leader's cluster records (docs/distributed.md).
         hardware_flops_per_step: FLOPs the hardware executes per step,
             recomputation included (activation checkpointing; e.g. the
             second value of ``gpuutil.flops.transformer_flops_per_step(...,

@@ -125,7 +125,18 @@ def _export(args: argparse.Namespace) -> int:
     paths = [os.fsdecode(p) for p in args.inputs]
     try:
         if args.format == "perfetto":
+            from gpuutil import _merge
             from gpuutil.export import perfetto
+
+            for p in paths:
+                try:
+                    with open(p, "rb") as f:
+                        own = _merge._is_file_of_reports(f.read(512))
+                except OSError:
+                    own = False
+                if own:
+                    return _error(f"cannot export {p} to perfetto: it holds gpuutil reports, not a trace (the "
+                                  "timeline needs the trace's events); export html or prometheus take reports", 2)
 
             out = perfetto.chrome_trace_json(paths) + "\n"
         elif args.format == "html":
@@ -238,9 +249,36 @@ def _progress(paths: Sequence[str]) -> None:
             print(f"importing {p} ({size / 1e6:.0f} MB)...", file=sys.stderr, flush=True)
 
 
+def _own_reports(paths: List[str]) -> Optional[Dict[str, Any]]:
+    """gpuutil's own output (a report JSON or a steps JSONL) as one report,
+    or None when the input is trace files."""
+    from gpuutil import _merge, compare
+
+    if len(paths) != 1 or paths[0] == "-":
+        return None
+    try:
+        with open(paths[0], "rb") as f:
+            head = f.read(512)
+    except OSError:
+        return None  # the trace path reports it
+    if not _merge._is_file_of_reports(head):
+        return None
+    return _merge.merge_reports(compare.load_run(paths[0]))
+
+
 def _analyze(args: argparse.Namespace) -> int:
+    from gpuutil import compare
+
     paths = [os.fsdecode(p) for p in args.traces]
     as_json = args.json or args.indent is not None
+    try:
+        own = _own_reports(paths)
+    except compare.RunError as e:
+        return _error(str(e), 2)
+    if own is not None:  # gpuutil's own reports: shown as they are (nothing to re-analyse)
+        if as_json:
+            return _emit(json.dumps(own, indent=args.indent) + "\n", args.output)
+        return _emit(render_report(own), args.output)
     _progress(paths)
     try:
         text = _api.analyze_json(

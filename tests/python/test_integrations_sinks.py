@@ -112,6 +112,8 @@ def test_wandb_sink_logs_to_an_offline_run(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     run = wandb.init(mode="offline", dir=str(tmp_path), project="gpuutil-test")
     try:
+        for i in range(5):  # the script's own logging moves W&B's step ahead of gpuutil's
+            run.log({"loss": 1.0 / (i + 1)})
         reports = run_three_steps(WandbSink(run))
     finally:
         run.finish()
@@ -135,7 +137,10 @@ def test_wandb_sink_logs_to_an_offline_run(tmp_path, monkeypatch):
             break
         time.sleep(0.2)
     logged = [r for r in rows if "gpuutil/host_dataloader_ms" in r]
+    # No row dropped although W&B's own step (5) was ahead of gpuutil's (0..2):
+    # the sink never passes step=; gpuutil's step is the gpuutil/step metric.
     assert len(logged) == len(reports), (kinds, rows)
+    assert [int(float(r["gpuutil/step"])) for r in logged] == [r["steps"][0]["step"] for r in reports]
     assert float(logged[0]["gpuutil/host_dataloader_ms"]) >= 9.0
 
 

@@ -63,6 +63,7 @@ const char* to_string(Severity s);
   X(nvml_counters_partial, kInfo, "NVML counters are partial: a listed CUDA device was not found in NVML, a MIG device reports its parent GPU's clocks/power and no utilisation, a field is not supported, or devices are labelled by NVML index (see example: which)") \
   X(cupti_graph_correlation, kWarning, "CUDA graphs with CUPTI 13.0: graph kernels' correlation ids are wrong in every session after the first; upgrade to CUPTI 13.1 Update 1 or later (see example)") \
   X(collector_failed, kWarning, "a collector raised after a report batch; it was skipped for that batch (see example)") \
+  X(on_step_failed, kWarning, "an on_step sink raised on a report; the training went on (see example: which sink, the exception)") \
   X(cluster_off, kWarning, "the cross-rank view is off or stopped on this rank (see example: why)") \
   X(cluster_steps_dropped, kWarning, "cross-rank step summaries were dropped before publishing (the exchange fell behind); the cluster view lacks them")
 

@@ -10,6 +10,7 @@
 //   host_sync        blocked in .item()/.cpu()/syncs >= 5%  recoverable: that time
 //   host_optimizer   optimizer step >= 20%                  recoverable: half of it
 //   outside_steps    time between steps >= 10% of the span  recoverable: that time
+//                    and >= 1 ms in all
 //                    (every run, GPU or not: outside_steps_finding)
 #include "analysis/host_findings.h"
 
@@ -27,6 +28,7 @@ namespace {
 constexpr double kIdleShare = 0.05;
 constexpr double kOptimizerShare = 0.20;
 constexpr double kOutsideShare = 0.10;
+constexpr int64_t kOutsideFloorNs = 1'000'000;  // and at least 1 ms in all
 
 int64_t at(const HostThreadStepReport& h, HostCategory c) { return h.breakdown_ns[static_cast<int>(c)]; }
 
@@ -128,7 +130,10 @@ void host_findings_of(const std::vector<HostTotals>& ranks, std::vector<Finding>
 std::optional<Finding> outside_steps_finding(uint64_t steps, int64_t span_ns, int64_t outside_ns) {
   // Evaluation, checkpoints, logging between steps, or a loop whose steps do
   // not cover its work.
-  if (steps < 2 || span_ns <= 0 || outside_ns < kOutsideShare * static_cast<double>(span_ns)) return std::nullopt;
+  if (steps < 2 || span_ns <= 0 || outside_ns < kOutsideFloorNs ||
+      outside_ns < kOutsideShare * static_cast<double>(span_ns)) {
+    return std::nullopt;
+  }
   return host_finding(
       "outside_steps",
       "The job spends " + pct_text(static_cast<double>(outside_ns) / static_cast<double>(span_ns)) +

@@ -29,7 +29,7 @@ void host_findings(const Report& report, std::vector<Finding>& out);
 // ... or from totals already summed (a live session's run totals).
 void host_findings_of(const std::vector<HostTotals>& ranks, std::vector<Finding>& out);
 
-// outside_steps: the job spent >= 10% of its span outside steps (needs two
+// outside_steps: the job spent >= 10% of its span (and >= 1 ms) outside steps (needs two
 // steps or more). span_ns = steps' wall + outside time.
 std::optional<Finding> outside_steps_finding(uint64_t steps, int64_t span_ns, int64_t outside_ns);
 

@@ -54,9 +54,18 @@ class StepHooks:
 
 
 class WandbSink:
-    """Logs to a W&B run (default: ``wandb.run``, the active one)."""
+    """Logs to a W&B run (default: ``wandb.run``, the active one).
 
-    def __init__(self, run: Any = None) -> None:
+    Never passes ``step=``: W&B drops rows whose step is behind its own
+    counter, which happens as soon as the training script calls
+    ``wandb.log`` itself. Instead each report is logged with gpuutil's step
+    number as the metric ``gpuutil/step``, declared (``define_metric``) as
+    the x-axis of every ``gpuutil/*`` chart, as W&B recommends for custom
+    steps. ``commit=False`` attaches the metrics to the script's next
+    ``wandb.log`` row instead of making rows of their own.
+    """
+
+    def __init__(self, run: Any = None, *, commit: bool = True) -> None:
         if run is None:
             import wandb
 
@@ -64,11 +73,17 @@ class WandbSink:
             if run is None:
                 raise RuntimeError("WandbSink: no active wandb run; call wandb.init() first or pass run=")
         self.run = run
+        self.commit = commit
+        define = getattr(run, "define_metric", None)
+        if define is not None:
+            define("gpuutil/step")
+            define("gpuutil/*", step_metric="gpuutil/step")
 
     def __call__(self, report: Dict[str, Any]) -> None:
         metrics = flat_metrics(report)
         if metrics:
-            self.run.log(metrics, step=step_number(report))
+            metrics["gpuutil/step"] = step_number(report)
+            self.run.log(metrics, commit=self.commit)
 
     def on_cluster(self, record: Dict[str, Any]) -> None:
         metrics = cluster_metrics(record)

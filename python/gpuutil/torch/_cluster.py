@@ -170,9 +170,7 @@ class ClusterCollector:
         record = {"schema": CLUSTER_SCHEMA, "rank": self.rank, "time_ns": _core.now_ns()}
         record.update(view)
         self._prof._session.write_jsonl_line(json.dumps(record, separators=(",", ":")))
-        on_cluster = getattr(self._prof._on_step, "on_cluster", None)  # tracker sinks (integrations/sinks.py)
-        if on_cluster is not None:
-            on_cluster(record)
+        self._prof._emit_cluster(record)  # tracker sinks with on_cluster (integrations/sinks.py)
 
     # -- activation -------------------------------------------------------------
     def _try_activate(self) -> bool:
