@@ -11,6 +11,8 @@
 // way (end >= start, valid thread and name ids, sorted non-overlapping
 // steps).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <chrono>
@@ -443,4 +445,77 @@ TEST(ImportRobustnessFuzz, MutatedGzipStream) {
 }
 
 }  // namespace
+}  // namespace gpuutil
+
+// ---------------------------------------------------------------- bombs and big non-JSON (issue 14)
+
+namespace gpuutil {
+
+namespace {
+long max_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+// 1 GiB of '{' + spaces, gzip-compressed (about 1 MB): a bomb for a 64 MiB cap.
+std::string gzip_bomb() {
+  z_stream zs{};
+  deflateInit2(&zs, 9, Z_DEFLATED, 15 + 16, 9, Z_DEFAULT_STRATEGY);
+  std::string out;
+  std::string chunk(1 << 20, ' ');
+  chunk[0] = '{';
+  char buf[1 << 16];
+  for (int i = 0; i < 1024; ++i) {
+    zs.next_in = reinterpret_cast<Bytef*>(chunk.data());
+    zs.avail_in = static_cast<uInt>(chunk.size());
+    do {
+      zs.next_out = reinterpret_cast<Bytef*>(buf);
+      zs.avail_out = sizeof buf;
+      deflate(&zs, i == 1023 ? Z_FINISH : Z_NO_FLUSH);
+      out.append(buf, sizeof buf - zs.avail_out);
+    } while (zs.avail_out == 0);
+    chunk[0] = ' ';
+  }
+  deflateEnd(&zs);
+  return out;
+}
+}  // namespace
+
+TEST(ImportRobustness, AGzipBombStopsAtTheCapWithMemoryNearTheCapNotAMultipleOfIt) {
+  const std::string bomb = gzip_bomb();
+  ASSERT_LT(bomb.size(), 4u << 20);
+  constexpr size_t kCap = 64u << 20;
+  const long before_kib = max_rss_kib();
+  replay::TraceBytes out;
+  std::string error;
+  EXPECT_FALSE(replay::gunzip_capped(bomb, &out, &error, kCap));
+  EXPECT_NE(error.find("exceeds"), std::string::npos) << error;
+  EXPECT_EQ(out.capacity, 0u);
+  // Growth by mremap never holds two buffers: the peak is the cap plus
+  // slack (the copy-on-grow buffer used to peak at 1.5x: 96 MiB here).
+  const long grew_kib = max_rss_kib() - before_kib;
+  EXPECT_LT(grew_kib, static_cast<long>(kCap / 1024) * 5 / 4) << "peak RSS grew " << grew_kib << " KiB";
+}
+
+TEST(ImportRobustness, ALargeFileThatIsNotJsonIsRefusedFromItsFirstBytesWithoutReadingTheRest) {
+  char path[] = "/tmp/gpuutil_not_json_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const char magic[] = "PK\x03\x04 not a trace";
+  ASSERT_EQ(write(fd, magic, sizeof magic - 1), static_cast<ssize_t>(sizeof magic - 1));
+  ASSERT_EQ(ftruncate(fd, off_t{3} << 30), 0);  // 3 GiB, sparse
+  close(fd);
+  const long before_kib = max_rss_kib();
+  const auto t0 = std::chrono::steady_clock::now();
+  const ImportResult r = import_kineto_file(path);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unlink(path);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.error.find("not a JSON trace: it starts with 'P' at byte 0"), std::string::npos) << r.error;
+  EXPECT_EQ(r.error.find('\n'), std::string::npos);
+  EXPECT_LT(max_rss_kib() - before_kib, 64 * 1024) << "read the whole file";
+  EXPECT_LT(s, 2.0);
+}
+
 }  // namespace gpuutil

@@ -27,6 +27,8 @@
 
 #include <simdjson.h>
 
+#include <sys/mman.h>
+
 namespace gpuutil::replay {
 
 static_assert(kTracePaddingBytes == simdjson::SIMDJSON_PADDING, "padding must match simdjson");
@@ -52,26 +54,65 @@ void finish_padding(TraceBytes* out, size_t size) {
 
 }  // namespace
 
-namespace {
-
-// Uninitialised on purpose: the decompressor or fread writes every byte.
-std::unique_ptr<char[]> new_buffer(size_t bytes) { return std::unique_ptr<char[]>(new char[bytes]); }
-
-}  // namespace
+TraceBytes& TraceBytes::operator=(TraceBytes&& o) noexcept {
+  if (this != &o) {
+    clear();
+    storage = std::exchange(o.storage, nullptr);
+    capacity = std::exchange(o.capacity, 0);
+    size = std::exchange(o.size, 0);
+  }
+  return *this;
+}
 
 void TraceBytes::allocate(size_t bytes) {
-  storage.reset();
-  storage = new_buffer(bytes);
+  clear();
+  if (bytes == 0) return;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  storage = static_cast<char*>(p);
   capacity = bytes;
   size = 0;
 }
 
 void TraceBytes::grow(size_t bytes, size_t keep) {
-  auto bigger = new_buffer(bytes);
-  if (keep > 0) std::memcpy(bigger.get(), storage.get(), keep);
-  storage = std::move(bigger);
+  if (storage == nullptr) {
+    allocate(bytes);
+    return;
+  }
+  (void)keep;  // mremap keeps everything
+  void* p = mremap(storage, capacity, bytes, MREMAP_MAYMOVE);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  storage = static_cast<char*>(p);
   capacity = bytes;
 }
+
+void TraceBytes::clear() {
+  if (storage != nullptr) munmap(storage, capacity);
+  storage = nullptr;
+  capacity = 0;
+  size = 0;
+}
+
+namespace {
+
+// A document's first significant byte: JSON (a trace is an object; an
+// array of events is accepted too) or not. Checked on the first bytes, so a
+// large file that is not JSON is refused before it is read or inflated.
+bool starts_like_json(std::string_view head, std::string* why) {
+  size_t i = 0;
+  if (head.substr(0, 3) == "\xEF\xBB\xBF") i = 3;  // UTF-8 byte order mark
+  while (i < head.size() && (head[i] == ' ' || head[i] == '\t' || head[i] == '\n' || head[i] == '\r')) ++i;
+  if (i == head.size()) return true;  // empty or blank so far: the parser words it
+  if (head[i] == '{' || head[i] == '[') return true;
+  char shown[16];
+  const auto c = static_cast<unsigned char>(head[i]);
+  std::snprintf(shown, sizeof shown, c >= 0x20 && c < 0x7f ? "'%c'" : "byte 0x%02x", c);
+  *why = std::string("not a JSON trace: it starts with ") + shown + " at byte " + std::to_string(i) +
+         " (a Kineto trace starts with '{')";
+  return false;
+}
+
+}  // namespace
 
 bool looks_like_gzip(std::string_view bytes) {
   return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&
@@ -89,6 +130,10 @@ size_t isize_hint(std::string_view compressed) {
 #endif
 
 #ifndef GPUUTIL_HAVE_ZLIB
+bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t) {
+  return gunzip(compressed, out, error);
+}
+
 bool gunzip(std::string_view, TraceBytes* out, std::string* error) {
   out->clear();
   *error =
@@ -98,6 +143,10 @@ bool gunzip(std::string_view, TraceBytes* out, std::string* error) {
 }
 #else
 bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
+  return gunzip_capped(compressed, out, error, kMaxDocumentBytes);
+}
+
+bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t cap_bytes) {
   // ISIZE (the last 4 bytes, little endian) is the uncompressed size mod
   // 2^32 of the last member: a good first guess for one-member files.
   size_t guess = compressed.size() * 4;
@@ -107,7 +156,7 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
     // Trust the hint only within a plausible compression ratio.
     if (isize >= compressed.size() / 2 && isize / 1032 <= compressed.size()) guess = isize;
   }
-  if (guess > kMaxDocumentBytes) guess = kMaxDocumentBytes;
+  if (guess > cap_bytes) guess = cap_bytes;
   out->allocate(guess + kTracePaddingBytes);
 #ifdef GPUUTIL_HAVE_LIBDEFLATE
   // Fast path: one gzip member whose ISIZE is the exact size. libdeflate
@@ -122,6 +171,12 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
       libdeflate_free_decompressor(d);
       if (rc == LIBDEFLATE_SUCCESS && in_used == compressed.size()) {
         finish_padding(out, produced);
+        std::string why;  // (small documents: the parser words what is wrong)
+        if (produced >= 4096 && !starts_like_json(out->view().substr(0, 4096), &why)) {
+          *error = "gzip: " + why;
+          out->clear();
+          return false;
+        }
         return true;
       }
     }
@@ -145,21 +200,31 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
       in_left -= take;
     }
     if (produced + kTracePaddingBytes >= out->capacity) {
-      if (produced >= kMaxDocumentBytes) {
-        *error = "gzip: decompressed document exceeds 4 GiB";
+      if (produced >= cap_bytes) {
+        *error = "gzip: decompressed document exceeds " +
+                 (cap_bytes == kMaxDocumentBytes ? std::string("4 GiB") : std::to_string(cap_bytes) + " bytes");
         ok = false;
         break;
       }
       size_t grown = out->capacity * 2;
-      if (grown > kMaxDocumentBytes + kTracePaddingBytes) grown = kMaxDocumentBytes + kTracePaddingBytes;
+      if (grown > cap_bytes + kTracePaddingBytes) grown = cap_bytes + kTracePaddingBytes;
       out->grow(grown, produced);
     }
     size_t room = out->capacity - kTracePaddingBytes - produced;
     if (room > kInflateChunkBytes * 64) room = kInflateChunkBytes * 64;
     zs.next_out = reinterpret_cast<Bytef*>(out->data() + produced);
     zs.avail_out = static_cast<uInt>(room);
+    const size_t before = produced;
     const int rc = inflate(&zs, Z_NO_FLUSH);
     produced += room - zs.avail_out;
+    if (before < 4096 && produced >= 4096) {  // the inflated document's first bytes
+      std::string why;
+      if (!starts_like_json({out->data(), produced}, &why)) {
+        *error = "gzip: " + why;
+        ok = false;
+        break;
+      }
+    }
     if (rc == Z_STREAM_END) {
       member_done = true;
       // Another gzip member may follow (files written by `cat a.gz b.gz`).
@@ -225,7 +290,17 @@ bool read_trace_file(const std::string& path, TraceBytes* out, std::string* erro
   }
   TraceBytes raw;
   raw.allocate(file_bytes + kTracePaddingBytes);
-  const size_t got = file_bytes == 0 ? 0 : std::fread(raw.data(), 1, file_bytes, file.get());
+  // The first bytes first: gzip, or something that starts like JSON.
+  const size_t head = file_bytes < 4096 ? file_bytes : 4096;
+  size_t got = head == 0 ? 0 : std::fread(raw.data(), 1, head, file.get());
+  if (got == head && head == 4096 && !looks_like_gzip({raw.data(), head})) {  // small files: the parser words it
+    std::string why;
+    if (!starts_like_json({raw.data(), head}, &why)) {
+      *error = "cannot read " + path + ": " + why;
+      return false;
+    }
+  }
+  if (got == head && file_bytes > head) got += std::fread(raw.data() + head, 1, file_bytes - head, file.get());
   if (got != file_bytes) {
     *error = "cannot read " + path + ": " + (std::ferror(file.get()) ? std::strerror(errno) : "short read");
     return false;

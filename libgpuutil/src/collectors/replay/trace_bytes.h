@@ -15,26 +15,35 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace gpuutil::replay {
 
 // A document plus at least kTracePaddingBytes zero bytes of slack after it.
 struct TraceBytes {
-  std::unique_ptr<char[]> storage;  // `capacity` bytes, uninitialised
+  // Anonymous memory mappings, not the heap: growing one (mremap) never
+  // holds the old and the new buffer at once, so an inflating gzip stream
+  // peaks at its output size, not 1.5-3x it (a gzip bomb stops at the cap
+  // with memory near the cap).
+  TraceBytes() = default;
+  TraceBytes(TraceBytes&& o) noexcept { *this = std::move(o); }
+  TraceBytes& operator=(TraceBytes&& o) noexcept;
+  TraceBytes(const TraceBytes&) = delete;
+  TraceBytes& operator=(const TraceBytes&) = delete;
+  ~TraceBytes() { clear(); }
+
+  char* storage = nullptr;  // `capacity` bytes
   size_t capacity = 0;  // capacity >= size + kTracePaddingBytes once filled
   size_t size = 0;      // document length in bytes
-  char* data() const { return storage.get(); }
-  std::string_view view() const { return {storage.get(), size}; }
-  // Replaces the buffer with `bytes` uninitialised bytes (contents lost);
+  char* data() const { return storage; }
+  std::string_view view() const { return {storage, size}; }
+  // Replaces the buffer with `bytes` zero-filled bytes (contents lost);
   // throws std::bad_alloc.
   void allocate(size_t bytes);
-  // Grows the buffer to `bytes`, keeping the first `keep` bytes.
+  // Grows the buffer to `bytes`, keeping its contents (no copy where the
+  // kernel can extend or move the mapping); throws std::bad_alloc.
   void grow(size_t bytes, size_t keep);
-  void clear() {
-    storage.reset();
-    capacity = 0;
-    size = 0;
-  }
+  void clear();
 };
 
 // Equal to SIMDJSON_PADDING (checked in trace_bytes.cpp).
@@ -43,12 +52,17 @@ inline constexpr size_t kTracePaddingBytes = 64;
 inline constexpr size_t kMaxDocumentBytes = 0xFFFFFFFFull - kTracePaddingBytes;
 
 // Reads `path`; returns false with a one-line `error` when the file cannot
-// be read, the gzip stream is truncated or corrupt, or the document exceeds
-// kMaxDocumentBytes.
+// be read, the gzip stream is truncated or corrupt, the document exceeds
+// kMaxDocumentBytes, or its first bytes show it is not JSON (checked before
+// the rest is read or inflated: a 3 GB binary fails at once).
 bool read_trace_file(const std::string& path, TraceBytes* out, std::string* error);
 
 // Decompresses a complete gzip stream held in memory (same errors as above).
 bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error);
+// The same with a smaller cap than kMaxDocumentBytes (tests of the cap).
+// The cap is checked before each growth, and growth never copies, so
+// memory stays within the cap plus one inflate chunk.
+bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t cap_bytes);
 
 // True when `bytes` start with the gzip magic 1f 8b.
 bool looks_like_gzip(std::string_view bytes);
