@@ -329,4 +329,15 @@ def render_report(report: Dict[str, Any], finance: Optional[Any] = None) -> str:
     if diags:
         lines.append("")
         lines.extend(diags)
-    return "\n".join(lines) + "\n"
+    return sanitize("\n".join(lines)) + "\n"
+
+
+# C0 controls but tab and newline, DEL and C1 controls: what a crafted name
+# in a trace could use to drive the terminal (escape sequences).
+_CONTROL = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
+
+
+def sanitize(text: str) -> str:
+    """Text safe to print on a terminal: control characters from trace
+    strings (ESC, CSI, BEL, carriage returns...) become '?'."""
+    return text.translate(_CONTROL)

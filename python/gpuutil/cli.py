@@ -290,14 +290,29 @@ def _analyze(args: argparse.Namespace) -> int:
         )
     except _api.TraceError as e:
         return _error(str(e), 2)
+    from gpuutil.finance import FinanceInputs, finance_figures
+
+    finance = FinanceInputs(args.usd_per_gpu_hour, args.samples_per_step, args.tokens_per_step, args.quality)
     if as_json:
+        if finance.any():  # the figures the table would print, as the additive "finance" key
+            doc = json.loads(text)
+            doc["finance"] = finance_figures(doc, finance)
+            text = json.dumps(doc, indent=args.indent)
         out = text + "\n"
     else:
-        from gpuutil.finance import FinanceInputs
-
-        finance = FinanceInputs(args.usd_per_gpu_hour, args.samples_per_step, args.tokens_per_step, args.quality)
-        out = render_report(json.loads(text), finance)
+        out = _cli_flags(render_report(json.loads(text), finance))
     return _emit(out, args.output)
+
+
+# The C++ core words hints for the Python API ("pass peak_tflops"); on the
+# command line the same option is a flag.
+_FLAG_OF = {"peak_tflops": "--peak-tflops", "flops_per_step": "--flops-per-step", "dtype=": "--dtype "}
+
+
+def _cli_flags(text: str) -> str:
+    for keyword, flag in _FLAG_OF.items():
+        text = text.replace(f"pass {keyword}", f"pass {flag}").replace(f"({keyword}", f"({flag}")
+    return text
 
 
 def main(argv: Optional[List[str]] = None) -> int:

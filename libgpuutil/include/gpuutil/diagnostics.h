@@ -39,6 +39,7 @@ const char* to_string(Severity s);
   X(rocm_trace, kInfo, "the trace is from ROCm/HIP; HIP runtime names were mapped")               \
   X(flops_unknown, kInfo, "no FLOP count for the steps: MFU is null")                              \
   X(peak_unknown, kInfo, "no peak FLOP/s known for a device: MFU is null (pass peak_tflops)")      \
+  X(mfu_above_peak, kWarning, "MFU above 100%: the FLOPs per step, the dtype or the peak is wrong (check flops_per_step and dtype, or pass peak_tflops; see example)") \
   X(launch_config_missing, kInfo, "kernels without grid/block: SM efficiency/occupancy partial")        \
   X(session_events_dropped, kWarning, "live events dropped: the session's pending-event bound was hit") \
   X(step_end_without_begin, kWarning, "end_step() was called with no open step; ignored")               \

@@ -200,6 +200,13 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         if (step_flops) {
           d.flops = *step_flops / n_devices;
           d.mfu = utilisation(*d.flops);
+          if (d.mfu && *d.mfu > 1.0) {  // impossible: an input is wrong, say which ones could be
+            report.diagnostics.add(Diag::mfu_above_peak, 1,
+                                   "step " + std::to_string(w.step) + ", rank " + std::to_string(s.rank) + " device " +
+                                       std::to_string(tl.device) + ": MFU " +
+                                       std::to_string(static_cast<int>(*d.mfu * 100 + 0.5)) + "% of " +
+                                       (options.peak_tflops ? "the given peak" : "the " + options.dtype + " peak"));
+          }
         }
         if (options.hardware_flops_per_step) {
           d.hardware_flops = *options.hardware_flops_per_step / n_devices;

@@ -77,6 +77,17 @@ _RANK = (
 )
 
 
+def _scope(name: str, kind: str) -> str:
+    """What a series' value covers, stated in its HELP text: counters and
+    run ratios add up over the whole run, the other gauges are the last
+    step's, the cross-rank ones the newest view's."""
+    if name.startswith(("gpuutil_rank_", "gpuutil_straggler", "gpuutil_cluster_")):
+        return "newest cross-rank view" if kind == "gauge" else "whole run, newest cross-rank view"
+    if kind == "counter" or name == "gpuutil_busy_ratio":
+        return "whole run"
+    return "last step"
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -179,7 +190,7 @@ class PrometheusMetrics:
         def family(name: str, kind: str, help_: str, samples: List[Tuple[str, float]]) -> None:
             if not samples:
                 return
-            out.append(f"# HELP {name} {help_}")
+            out.append(f"# HELP {name} {help_} [{_scope(name, kind)}]")
             out.append(f"# TYPE {name} {kind}")
             for labels, value in samples:
                 out.append(f"{name}{labels} {_num(value)}")
@@ -196,15 +207,15 @@ class PrometheusMetrics:
         family("gpuutil_time_seconds_total", "counter",
                "step wall time by bucket (compute, communication, memory, idle_<cause>); sums to step wall",
                [(self._labels(r, d, bucket=b), t[b] / 1e9) for (r, d), t in devs for b in _BUCKETS])
-        family("gpuutil_busy_ratio", "gauge", "busy share of step wall over the run",
+        family("gpuutil_busy_ratio", "gauge", "busy share of step wall",
                [(self._labels(r, d), t["busy_ns"] / t["wall_ns"]) for (r, d), t in devs if t["wall_ns"] > 0])
         family("gpuutil_kernels_total", "counter", "kernels started in steps",
                [(self._labels(r, d), float(t["kernels"])) for (r, d), t in devs])
-        for key, name, help_ in (("mfu", "gpuutil_mfu_ratio", "model FLOP/s utilisation, last step"),
+        for key, name, help_ in (("mfu", "gpuutil_mfu_ratio", "model FLOP/s utilisation"),
                                  ("sm_efficiency_est", "gpuutil_sm_efficiency_ratio",
-                                  "estimated SM efficiency, last step"),
+                                  "estimated SM efficiency"),
                                  ("achieved_occupancy_est", "gpuutil_achieved_occupancy_ratio",
-                                  "estimated achieved occupancy, last step")):
+                                  "estimated achieved occupancy")):
             family(name, "gauge", help_, [(self._labels(r, d), t[key]) for (r, d), t in devs if key in t])
         for hkey, name, help_, kind in _HEALTH:
             if kind.startswith("counter"):
