@@ -196,6 +196,9 @@ class Profile:
         # that collectors add at start (e.g. torch_hook_fallback).
         self.step_diagnostics: List["tuple[str, str]"] = []
         self._auto_start_ns = 0
+        self._depth = 0  # nested `with prof:` blocks; the outermost exit stops
+        self._forked = False  # set in a forked child: the session is the parent's
+        self._step_thread: Optional[int] = None  # the one thread that marks steps (prof.step())
         self.thread = self._session.thread_index(os.getpid(), thread_key(), "main", os_tid=_native_id())
 
     # -- lifecycle -----------------------------------------------------
@@ -236,25 +239,38 @@ class Profile:
             self._session.add_standing_diagnostic(name, example)
         self._auto_start_ns = _core.now_ns()
         _live_profiles.add(self)
+        _signals.install()
         return self
 
     def stop(self) -> None:
-        """Stops the collectors and reports the open step, if any."""
+        """Stops the collectors and reports the open step, if any. In a
+        forked child it only detaches: the session, its file and its threads
+        are the parent's."""
         if not self._running:
             return
         self._running = False
+        self._depth = 0
+        if self._forked:
+            return
         for c in self._collectors:
             c.stop(self)
         self._unreported = False
         self._deliver(self._session.finish(_core.now_ns()))
         self._after_report(final=True)
         _live_profiles.discard(self)
+        if not _live_profiles:
+            _signals.uninstall()
 
     def __enter__(self) -> "Profile":
+        self._depth += 1
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        # Nested `with prof:` blocks (a helper that also wraps the loop):
+        # only the outermost exit stops the profile.
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0:
+            self.stop()
 
     # -- steps ---------------------------------------------------------
     def step(self, step: Optional[int] = None) -> "_StepScope":
@@ -268,13 +284,27 @@ class Profile:
         return _StepScope(self, step)
 
     def begin_step(self, step: int) -> None:
+        if self._forked:
+            return  # a forked child: the parent's profile
         if not self._running:
             raise RuntimeError("the profile is not running: use `with gpuutil.profile() as prof:`")
+        me = threading.get_ident()
+        if self._step_thread is None:
+            self._step_thread = me
+        elif me != self._step_thread:
+            # Steps are one sequence: one thread (the training loop's) marks
+            # them; other threads' work is attributed by time to that step.
+            raise RuntimeError(
+                "prof.step() is marked from one thread, the training loop's: this profile's steps come from "
+                f"thread {self._step_thread}, not {me} (docs/pytorch.md, 'Threads')"
+            )
         self._set_steps_source("user")
         self._session.begin_step(step, _core.now_ns())
         _core.nvtx_push_step(step)  # shows in Nsight Systems (gpuutil domain)
 
     def end_step(self) -> None:
+        if self._forked:
+            return
         _core.nvtx_pop_step()
         now = _core.now_ns()
         self._session.end_step(now)
@@ -294,7 +324,7 @@ class Profile:
         Does nothing (returns False) once the user marks steps with
         :meth:`step`.
         """
-        if not self._running or self.steps_source == "user":
+        if not self._running or self.steps_source == "user" or self._forked:
             return False
         if self.steps_source is None:
             self._set_steps_source("optimizer_step")
@@ -355,11 +385,19 @@ class Profile:
                     return v
         return None
 
+    def _check_owner(self) -> None:
+        if self._forked:
+            raise RuntimeError(
+                "this profile belongs to the parent process: a forked child cannot read it; start a "
+                "gpuutil.profile() in the child to profile the child"
+            )
+
     def flush(self) -> None:
         """Analyses and reports every finished step now (to ``prof.reports``,
         ``on_step`` and the JSON Lines file), after waiting (bounded) for
         the device records of the work launched in them. Reading
         ``prof.reports`` or ``prof.summary()`` does this by itself."""
+        self._check_owner()
         if self._unreported:
             now = _core.now_ns()
             self._last_report_ns = now
@@ -525,6 +563,76 @@ def _native_id() -> int:
 
 
 _live_profiles: "weakref.WeakSet[Profile]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # The child has the parent's profiles but not their threads, and their
+    # locks may be held: it must never touch them (no report written twice,
+    # no deadlock at exit). The C++ session checks its owner pid too.
+    for prof in list(_live_profiles):
+        prof._forked = True
+    _live_profiles.clear()
+    _signals.reset_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class _Signals:
+    """SIGTERM (torchrun's way to stop workers) flushes every live profile
+    first: the finished steps reach the JSON Lines file, then the signal goes
+    on to the handler that was there (the default one terminates, by the
+    same signal). SIGINT needs nothing: KeyboardInterrupt unwinds through
+    ``with prof:``. Installed only from the main thread, only over the
+    default handler or a Python one, and removed when the last profile
+    stops (if still ours)."""
+
+    def __init__(self) -> None:
+        self._previous: Any = None
+        self._installed = False
+
+    def install(self) -> None:
+        if self._installed or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            import signal
+
+            previous = signal.getsignal(signal.SIGTERM)
+            if previous is signal.SIG_IGN or previous is None:
+                return  # ignored on purpose, or set outside Python: leave it
+            signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError):  # not the main interpreter / platform
+            return
+        self._previous = previous
+        self._installed = True
+
+    def uninstall(self) -> None:
+        if not self._installed or threading.current_thread() is not threading.main_thread():
+            return
+        import signal
+
+        if signal.getsignal(signal.SIGTERM) == self._on_sigterm:
+            signal.signal(signal.SIGTERM, self._previous)
+        self._installed = False
+
+    def reset_in_child(self) -> None:
+        self.uninstall()
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        import signal
+
+        _stop_live_profiles()
+        previous = self._previous
+        self.uninstall()
+        if callable(previous):
+            previous(signum, frame)
+        else:  # SIG_DFL: terminate by the same signal, as without gpuutil
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+
+_signals = _Signals()
 
 
 @atexit.register

@@ -68,7 +68,9 @@ class Session {
   // Opens the JSONL sink if asked. `ok()` is false with `error()` set when
   // the sink cannot be opened; the session then still works without it.
   explicit Session(SessionOptions options);
-  ~Session();  // finishes (flushes the open step) if finish() was not called
+  // Finishes (flushes the open step) if finish() was not called, in the
+  // process that made it; in a forked child it writes nothing.
+  ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
@@ -206,6 +208,7 @@ class Session {
   std::deque<RankStep> rank_steps_;
   uint64_t rank_steps_dropped_ = 0;
   std::unique_ptr<JsonlSink> jsonl_;
+  int64_t owner_pid_ = 0;  // the process that made the session (a forked child never finishes it)
   std::function<void(const StepOutput&)> callback_;
 };
 

@@ -1,6 +1,8 @@
 // JSON Lines file sink (see jsonl_sink.h).
 #include "export/jsonl_sink.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -9,6 +11,11 @@ namespace gpuutil {
 JsonlSink::JsonlSink(const std::string& path) {
   file_ = std::fopen(path.c_str(), "w");
   if (!file_) error_ = "cannot open " + path + ": " + std::strerror(errno);
+}
+
+void JsonlSink::abandon() {
+  if (file_) close(fileno(file_));  // the FILE itself is leaked: fclose could flush a half line
+  file_ = nullptr;
 }
 
 JsonlSink::~JsonlSink() {

@@ -20,6 +20,9 @@ class JsonlSink {
   const std::string& error() const { return error_; }
   // Writes `line` and a newline; false if the write failed.
   bool write_line(std::string_view line);
+  // A forked child's copy: closes the descriptor without flushing anything
+  // (every line is flushed when written, so nothing of the parent's is lost).
+  void abandon();
 
  private:
   std::FILE* file_ = nullptr;

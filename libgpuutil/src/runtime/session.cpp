@@ -8,6 +8,8 @@
 #include <map>
 #include <unordered_set>
 
+#include <unistd.h>
+
 #include "analysis/host_findings.h"
 #include "export/jsonl_sink.h"
 #include "gpuutil/report_json.h"
@@ -20,6 +22,7 @@ constexpr int64_t kOsTidOnly = int64_t(1) << 40;
 }  // namespace
 
 Session::Session(SessionOptions options) : options_(std::move(options)) {
+  owner_pid_ = getpid();
   store_.rank = options_.rank;
   store_.source = "live";
   store_.steps_source = "session";
@@ -33,6 +36,13 @@ Session::Session(SessionOptions options) : options_(std::move(options)) {
 }
 
 Session::~Session() {
+  // A forked child destroying the parent's session (at its exit) must not
+  // write the parent's pending steps again, nor take a lock a parent
+  // thread may have held at the fork.
+  if (owner_pid_ != getpid()) {
+    if (jsonl_) jsonl_->abandon();
+    return;
+  }
   bool done;
   int64_t end;
   {
