@@ -52,11 +52,18 @@ _WHEEL_LIB_DIRS = ("nvidia/cu13/lib", "nvidia/cuda_cupti/lib")
 
 
 def cupti_wheel_dirs() -> List[str]:
-    """Directories on sys.path that hold a CUPTI wheel's libcupti."""
+    """Directories of installed CUPTI wheels that hold libcupti.
+
+    Only absolute sys.path entries are searched: never the current
+    directory (``python -c`` and the REPL put ``""`` first on sys.path), so
+    a ``./nvidia/cu13/lib/libcupti.so.13`` in the working directory is never
+    loaded into the process."""
     found = []
     for entry in sys.path:
+        if not entry or not os.path.isabs(entry):
+            continue
         for rel in _WHEEL_LIB_DIRS:
-            d = os.path.join(entry or ".", rel)
+            d = os.path.join(entry, rel)
             if os.path.isdir(d) and d not in found:
                 found.append(d)
     return found

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectors/cupti/cupti_api.h"
 #include "fake_cupti_client.h"
 #include "gpuutil/clock.h"
 #include "gpuutil/profiler.h"
@@ -352,3 +353,12 @@ TEST(CuptiLifecycle, EachStepIsReportedWithinOneStepOnceItsKernelsFinished) {
 
 }  // namespace
 }  // namespace gpuutil
+
+// Issue 14: the library search never resolves a relative directory (it
+// would be the working directory: `python -c` puts "" on sys.path).
+TEST(CuptiSearch, RelativeAndEmptyDirectoriesAreNeverSearched) {
+  const auto paths = gpuutil::cupti::cupti_search_paths({"", ".", "nvidia/cu13/lib", "/opt/wheels/nvidia/cu13/lib"});
+  ASSERT_FALSE(paths.empty());
+  for (const auto& p : paths) EXPECT_EQ(p[0], '/') << p;
+  EXPECT_EQ(paths.front().rfind("/opt/wheels/nvidia/cu13/lib/", 0), 0u) << paths.front();
+}

@@ -129,3 +129,16 @@ def test_steps_are_marked_from_one_thread_and_another_thread_is_refused() -> Non
         t.join()
     assert errors and "one thread" in errors[0]
     assert len(prof.reports) == 1
+
+
+def test_the_cupti_search_never_looks_in_the_working_directory(tmp_path: Path) -> None:
+    planted = tmp_path / "nvidia" / "cu13" / "lib"
+    planted.mkdir(parents=True)
+    (planted / "libcupti.so.13").write_bytes(b"not a library")
+    out = subprocess.run(
+        [sys.executable, "-c", "import json; from gpuutil._live import cupti_wheel_dirs; print(json.dumps(cupti_wheel_dirs()))"],
+        cwd=tmp_path, capture_output=True, text=True, check=True,
+    ).stdout
+    dirs = json.loads(out)
+    assert all(os.path.isabs(d) for d in dirs), dirs
+    assert not any(d.startswith(str(tmp_path)) for d in dirs), dirs

@@ -25,6 +25,7 @@ std::vector<std::string> cupti_search_paths(const std::vector<std::string>& cand
   if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(std::string(home) + "/lib64");
   dirs.push_back("/usr/local/cuda/lib64");
   for (const auto& d : dirs) {
+    if (d.empty() || d[0] != '/') continue;  // never a relative path: it would resolve against the cwd
     for (const char* so : kSonames) out.push_back(d + "/" + so);
   }
   return out;
