@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="analyse PyTorch profiler / Kineto trace files",
         description="Analyse PyTorch profiler / Kineto traces (.json or .json.gz), one file per rank.",
     )
-    a.add_argument("traces", nargs="+", metavar="TRACE", help="trace file; several for a multi-rank job")
+    a.add_argument("traces", nargs="+", metavar="TRACE", help="trace file (- reads standard input); several for a multi-rank job")
     a.add_argument("--json", action="store_true", help=f"print the {_api.REPORT_SCHEMA} JSON report")
     a.add_argument("--indent", type=_indent, default=None, metavar="N",
                    help="pretty-print the JSON with N spaces (implies --json; default: one line)")
@@ -122,7 +122,8 @@ def _load_reports(paths: List[str]) -> List[Dict[str, Any]]:
 def _export(args: argparse.Namespace) -> int:
     from gpuutil import compare
 
-    paths = [os.fsdecode(p) for p in args.inputs]
+    spools: List[Any] = []
+    paths = _stdin_to_file([os.fsdecode(p) for p in args.inputs], spools)
     try:
         if args.format == "perfetto":
             from gpuutil import _merge
@@ -266,10 +267,26 @@ def _own_reports(paths: List[str]) -> Optional[Dict[str, Any]]:
     return _merge.merge_reports(compare.load_run(paths[0]))
 
 
+def _stdin_to_file(paths: List[str], keep: List[Any]) -> List[str]:
+    """`-` is standard input (a pipe: `zcat t.json.gz | gpuutil analyze -`),
+    spooled to a temporary file the importer can read (gzip or not)."""
+    if "-" not in paths:
+        return paths
+    import shutil
+    import tempfile
+
+    spool = tempfile.NamedTemporaryFile(prefix="gpuutil-stdin-", suffix=".json")
+    shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
+    spool.flush()
+    keep.append(spool)  # deleted when the command is done
+    return [spool.name if p == "-" else p for p in paths]
+
+
 def _analyze(args: argparse.Namespace) -> int:
     from gpuutil import compare
 
-    paths = [os.fsdecode(p) for p in args.traces]
+    spools: List[Any] = []
+    paths = _stdin_to_file([os.fsdecode(p) for p in args.traces], spools)
     as_json = args.json or args.indent is not None
     try:
         own = _own_reports(paths)
@@ -293,6 +310,8 @@ def _analyze(args: argparse.Namespace) -> int:
     from gpuutil.finance import FinanceInputs, finance_figures
 
     finance = FinanceInputs(args.usd_per_gpu_hour, args.samples_per_step, args.tokens_per_step, args.quality)
+    for spool in spools:  # name standard input as such, not by its spool file
+        text = text.replace(json.dumps(spool.name)[1:-1], "<stdin>")
     if as_json:
         if finance.any():  # the figures the table would print, as the additive "finance" key
             doc = json.loads(text)

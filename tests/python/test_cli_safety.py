@@ -88,3 +88,20 @@ def test_every_prometheus_help_says_what_the_value_covers():
                               "[whole run, newest cross-rank view]")), line
     assert any("gpuutil_steps_total" in h and h.endswith("[whole run]") for h in helps)
     assert any("gpuutil_mfu_ratio" in h and h.endswith("[last step]") for h in helps)
+
+
+def test_dash_reads_a_trace_from_standard_input_plain_or_gzip():
+    trace = ROOT.parent / "shared" / "traces" / "hta_event_sync_a100.json.gz"
+    if not trace.exists():
+        pytest.skip(f"the shared real traces are not at {trace.parent} (a clone without ../shared)")
+    import gzip
+
+    gz = trace.read_bytes()
+    direct = json.loads(_cli("analyze", "--json", str(trace)).stdout)
+    for data in (gz, gzip.decompress(gz)):
+        out = subprocess.run([sys.executable, "-m", "gpuutil", "analyze", "--json", "-"], input=data,
+                             capture_output=True, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["sources"][0]["path"] == "<stdin>"
+        assert doc["steps"] == direct["steps"]
