@@ -55,8 +55,13 @@ if(NOT ZLIB_FOUND)
 endif()
 # libdeflate: optional fast gzip path for trace import (zlib stays the
 # fallback and the error wording). Debian: libdeflate-dev.
-find_path(LIBDEFLATE_INCLUDE_DIR libdeflate.h)
-find_library(LIBDEFLATE_LIBRARY deflate)
+# GPUUTIL_LIBDEFLATE=OFF (pyproject.toml, for wheels) keeps the wheel free
+# of a system libdeflate.so: zlib alone then inflates.
+option(GPUUTIL_LIBDEFLATE "Use libdeflate for gzip traces when it is installed" ON)
+if(GPUUTIL_LIBDEFLATE)
+  find_path(LIBDEFLATE_INCLUDE_DIR libdeflate.h)
+  find_library(LIBDEFLATE_LIBRARY deflate)
+endif()
 
 # Links the chosen gzip support into `target` (privately).
 function(gpuutil_link_gzip target)

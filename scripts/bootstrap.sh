@@ -47,6 +47,8 @@ echo "[bootstrap] building gpuutil (build/, incremental)"
 $PY -m pip install -q --no-build-isolation --no-deps \
   -Cbuild-dir=build \
   -Ccmake.define.GPUUTIL_BUILD_TESTS=ON \
+  -Ccmake.define.GPUUTIL_VENDORED_DEPS=OFF \
+  -Ccmake.define.GPUUTIL_LIBDEFLATE=ON \
   -Ccmake.define.GPUUTIL_BUILD_BENCHMARKS=ON \
   -Ccmake.define.CMAKE_EXPORT_COMPILE_COMMANDS=ON \
   .
