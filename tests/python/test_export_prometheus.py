@@ -131,3 +131,31 @@ def test_cli_export_prometheus(run_cli, trace):
     assert proc.returncode == 0, proc.stderr
     fams = _families(proc.stdout)
     assert fams["gpuutil_busy_ratio"].samples[0].labels["host"] == "ci"
+
+
+def test_the_endpoint_bounds_its_threads_and_times_out_idle_clients():
+    """Idle connections (a client that never sends its request) neither pile
+    up threads nor keep the endpoint from answering once they time out."""
+    import socket
+    import threading
+    import time
+    import urllib.request
+
+    from gpuutil.export import prometheus
+
+    metrics = prometheus.PrometheusMetrics(host="h")
+    server = prometheus.serve(metrics, port=0)
+    port = server.server_port
+    try:
+        before = threading.active_count()
+        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]
+        time.sleep(0.5)
+        assert threading.active_count() - before <= prometheus._Server.MAX_CONNECTIONS
+        time.sleep(prometheus._Handler.timeout + 1.0)  # the idle ones time out
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            assert r.status == 200
+        for s in idle:
+            s.close()
+    finally:
+        server.shutdown()
+        server.server_close()

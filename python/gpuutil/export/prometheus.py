@@ -262,12 +262,38 @@ class PrometheusMetrics:
 
 
 class _Server(http.server.ThreadingHTTPServer):
+    """At most MAX_CONNECTIONS requests in flight (more are closed at once,
+    so idle or slow clients cannot pile up threads), each with a socket
+    timeout (_Handler.timeout)."""
+
     daemon_threads = True
+    MAX_CONNECTIONS = 8
     metrics: PrometheusMetrics
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # busy: refuse rather than queue a thread
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Server
+    timeout = 5.0  # seconds a client may take to send its request (socket timeout)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server API
         if urllib.parse.urlparse(self.path).path not in ("/metrics", "/"):
@@ -286,6 +312,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 def serve(metrics: PrometheusMetrics, port: int = 0, addr: str = "127.0.0.1") -> http.server.HTTPServer:
     """Serves ``GET /metrics`` from a daemon thread; returns the server.
+
+    At most 8 requests at a time (more are refused), each with a 5 s socket
+    timeout, so a slow or idle client cannot hold threads.
 
     ``port=0`` picks a free port (``server.server_port``). Bound to loopback
     by default; pass ``addr="0.0.0.0"`` deliberately to expose it. Stop with
