@@ -10,6 +10,10 @@ if [ -z "${GPUUTIL_BOOTSTRAP_LOCKED:-}" ] && command -v flock >/dev/null 2>&1; t
   exec flock .bootstrap.lock "$0" "$@"
 fi
 
+# Progress: each stage with the seconds since the start.
+SECONDS=0
+say() { echo "[bootstrap ${SECONDS}s] $*"; }
+
 need_apt=()
 dpkg -s nlohmann-json3-dev >/dev/null 2>&1 || need_apt+=(nlohmann-json3-dev)
 dpkg -s libsimdjson-dev >/dev/null 2>&1 || need_apt+=(libsimdjson-dev)
@@ -21,29 +25,36 @@ command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 # Headless browser for the HTML report test (tests/python/test_export_html.py).
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "[bootstrap] installing Debian packages: ${need_apt[*]}"
+  say "installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then
-  echo "[bootstrap] creating .venv"
+  say "creating .venv"
   python3 -m venv .venv
 fi
 PY=.venv/bin/python
-stamp=.venv/.gpuutil-dev-reqs
-if [ ! -f "$stamp" ] || ! cat requirements-torch.txt requirements-dev.txt | cmp -s - "$stamp"; then
-  echo "[bootstrap] installing pinned dev tools"
+# GPUUTIL_BOOTSTRAP_MINIMAL=1 (scripts/demo.sh): torch and the build tools
+# only (requirements-build.txt); otherwise also the test tools and trackers.
+reqs=requirements-dev.txt
+[ "${GPUUTIL_BOOTSTRAP_MINIMAL:-0}" = 1 ] && reqs=requirements-build.txt
+stamp=.venv/.gpuutil-reqs-$(basename "$reqs" .txt)
+full_stamp=.venv/.gpuutil-reqs-requirements-dev
+if { [ "$reqs" = requirements-build.txt ] && [ -f "$full_stamp" ] && cat requirements-torch.txt requirements-build.txt requirements-dev.txt | cmp -s - "$full_stamp"; }; then
+  :  # the full set is installed: it contains the build tools
+elif [ ! -f "$stamp" ] || ! cat requirements-torch.txt requirements-build.txt "$reqs" | cmp -s - "$stamp"; then
+  say "installing pinned Python packages ($reqs; torch $(grep -v '^#' requirements-torch.txt | head -1), CPU build here)"
   $PY -m pip install -q --upgrade pip >/dev/null
   # torch first, pinned (CPU build here), so nothing later pulls a CUDA torch.
   $PY -m pip install -q -r requirements-torch.txt
-  $PY -m pip install -q -r requirements-dev.txt -c requirements-torch.txt
-  cat requirements-torch.txt requirements-dev.txt > "$stamp"
+  $PY -m pip install -q -r "$reqs" -c requirements-torch.txt
+  cat requirements-torch.txt requirements-build.txt "$reqs" > "$stamp"
   $PY -c 'import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith("2.13.0") else "torch " + v + " is not 2.13.0")'
 fi
 
-echo "[bootstrap] building gpuutil (build/, incremental)"
+say "building gpuutil (C++ core, tests, Python extension; build/, incremental: minutes the first time on 2 cores)"
 $PY -m pip install -q --no-build-isolation --no-deps \
   -Cbuild-dir=build \
   -Ccmake.define.GPUUTIL_BUILD_TESTS=ON \
@@ -56,6 +67,6 @@ $PY -m pip install -q --no-build-isolation --no-deps \
 # The LibTorch RecordFunction hook, compiled against the installed torch
 # (about a minute the first time; cached per torch version, see
 # docs/pytorch.md). Without it gpuutil falls back to Python-level hooks.
-echo "[bootstrap] building the LibTorch hook (cached per torch version)"
+say "building the LibTorch hook (about a minute the first time; cached per torch version)"
 $PY -m gpuutil.torch.build >/dev/null ||
   echo "[bootstrap] warning: the LibTorch hook did not build; gpuutil will use Python-level hooks"

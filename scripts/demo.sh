@@ -7,6 +7,9 @@
 # Extra arguments go to examples/train.py (e.g. --item, --tiny-batch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh
+# Only what the demo needs: torch (CPU build) and the build tools; the test
+# tools and trackers come with scripts/test.sh.
+GPUUTIL_BOOTSTRAP_MINIMAL=1 scripts/bootstrap.sh
+echo "[demo] profiling examples/train.py (8 steps, planted DataLoader stall)"
 mkdir -p build/demo
 .venv/bin/python examples/train.py --slow-loader-ms 4 --steps 8 --output build/demo/steps.jsonl "$@"
