@@ -45,7 +45,7 @@ full_stamp=.venv/.gpuutil-reqs-requirements-dev
 if { [ "$reqs" = requirements-build.txt ] && [ -f "$full_stamp" ] && cat requirements-torch.txt requirements-build.txt requirements-dev.txt | cmp -s - "$full_stamp"; }; then
   :  # the full set is installed: it contains the build tools
 elif [ ! -f "$stamp" ] || ! cat requirements-torch.txt requirements-build.txt "$reqs" | cmp -s - "$stamp"; then
-  say "installing pinned Python packages ($reqs; torch $(grep -v '^#' requirements-torch.txt | head -1), CPU build here)"
+  say "installing pinned Python packages ($reqs; $(grep -v '^#' requirements-torch.txt | head -1), the CPU build here)"
   $PY -m pip install -q --upgrade pip >/dev/null
   # torch first, pinned (CPU build here), so nothing later pulls a CUDA torch.
   $PY -m pip install -q -r requirements-torch.txt
