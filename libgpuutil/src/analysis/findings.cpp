@@ -173,14 +173,7 @@ RunHealth run_health(const Report& report, const DeviceSummary& d) {
 
 Finding make(const char* id, std::string title, std::string evidence, std::string fix, int64_t recoverable_ns,
              double wall) {
-  Finding f;
-  f.id = id;
-  f.title = std::move(title);
-  f.evidence = std::move(evidence);
-  f.fix = std::move(fix);
-  f.recoverable_ns = std::max<int64_t>(0, recoverable_ns);
-  f.share_of_wall = wall > 0 ? static_cast<double>(f.recoverable_ns) / wall : 0.0;
-  return f;
+  return make_finding(id, std::move(title), std::move(evidence), std::move(fix), recoverable_ns, wall);
 }
 
 // Share of the analysed time inside CUDA-graph capture windows: capture_ns
@@ -423,6 +416,18 @@ void capture_note(const Report& report, std::vector<Finding>& out) {
 }
 
 }  // namespace
+
+Finding make_finding(const char* id, std::string title, std::string evidence, std::string fix,
+                     int64_t recoverable_ns, double wall_ns) {
+  Finding f;
+  f.id = id;
+  f.title = std::move(title);
+  f.evidence = std::move(evidence);
+  f.fix = std::move(fix);
+  f.recoverable_ns = std::max<int64_t>(0, recoverable_ns);
+  f.share_of_wall = wall_ns > 0 ? static_cast<double>(f.recoverable_ns) / wall_ns : 0.0;
+  return f;
+}
 
 std::vector<Finding> derive_findings(const Report& report) {
   std::vector<Finding> out;

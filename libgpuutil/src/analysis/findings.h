@@ -6,6 +6,8 @@
 // docs/findings.md. Findings are ranked by recoverable time.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "gpuutil/report.h"
@@ -13,5 +15,10 @@
 namespace gpuutil {
 
 std::vector<Finding> derive_findings(const Report& report);
+
+// A finding with share_of_wall = recoverable / wall (0 when wall is 0);
+// recoverable is floored at 0.
+Finding make_finding(const char* id, std::string title, std::string evidence, std::string fix,
+                     int64_t recoverable_ns, double wall_ns);
 
 }  // namespace gpuutil

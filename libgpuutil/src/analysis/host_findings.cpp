@@ -19,6 +19,7 @@
 #include <map>
 #include <string>
 
+#include "analysis/findings.h"
 #include "analysis/text_format.h"
 
 namespace gpuutil {
@@ -39,14 +40,8 @@ int64_t classified_ns(const HostThreadStepReport& h) {
 
 Finding host_finding(const char* id, std::string title, std::string evidence, std::string fix, int64_t recoverable_ns,
                      int64_t wall_ns) {
-  Finding f;
-  f.id = id;
-  f.title = std::move(title);
-  f.evidence = std::move(evidence);
-  f.fix = std::move(fix);
-  f.recoverable_ns = std::max<int64_t>(0, recoverable_ns);
-  f.share_of_wall = wall_ns > 0 ? static_cast<double>(f.recoverable_ns) / static_cast<double>(wall_ns) : 0.0;
-  return f;
+  return make_finding(id, std::move(title), std::move(evidence), std::move(fix), recoverable_ns,
+                      static_cast<double>(wall_ns));
 }
 
 }  // namespace
