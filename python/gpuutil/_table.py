@@ -165,6 +165,35 @@ def device_summaries(report: Dict[str, Any]) -> List[str]:
         extra.append(f"kernels {dev['kernels']}")
         lines.append("  " + ", ".join(extra))
         lines.append("")
+    if not report["summary"]["devices"]:
+        lines.extend(host_summaries(report))
+    return lines
+
+
+_HOST_CATEGORIES = ("dataloader", "forward", "backward", "optimizer", "host_sync", "collective", "other")
+
+
+def host_summaries(report: Dict[str, Any]) -> List[str]:
+    """Host-only runs: per rank, the main training thread's time summed
+    over the steps, by category (sums to its wall)."""
+    from gpuutil.compare import _main_threads
+
+    totals: Dict[int, Dict[str, int]] = {}
+    for step in report.get("steps", []):
+        for h in _main_threads(step):
+            t = totals.setdefault(int(h.get("rank", 0)), {"wall_ns": 0, "steps": 0})
+            t["wall_ns"] += int(h.get("wall_ns", 0))
+            t["steps"] += 1
+            for c in _HOST_CATEGORIES:
+                t[c] = t.get(c, 0) + int(h.get("breakdown_ns", {}).get(c, 0))
+    lines: List[str] = []
+    for rank, t in sorted(totals.items()):
+        wall = t["wall_ns"]
+        where = f" (rank {rank})" if len(totals) > 1 else ""
+        lines.append(f"Summary host, main training thread{where}: {t['steps']} steps, wall {_ms(wall)} ms")
+        rows = [[c, _ms(t.get(c, 0)), _pct(t.get(c, 0), wall)] for c in _HOST_CATEGORIES]
+        lines.extend("  " + line for line in _grid(["category", "ms", "% of wall"], rows, left=(0,)))
+        lines.append("")
     return lines
 
 

@@ -68,6 +68,9 @@ def test_analyze_of_a_cpu_trace_prints_a_host_finding_instead_of_no_finding():
                          check=True).stdout
     assert "No finding" not in out
     assert "Top finding: The training thread blocks in host syncs" in out
+    # ... and the table shows where the training thread's time went.
+    assert "Summary host, main training thread: 1 steps" in out
+    assert "  host_sync" in out and "  dataloader" in out
 
 
 def _demo_run(tmp_path: Path, name: str, loader_ms: int) -> Path:
