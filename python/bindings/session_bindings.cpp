@@ -62,6 +62,10 @@ void bind_session(py::module_& m) {
       .def("close_step", &gpuutil::Session::close_step, py::arg("step"), py::arg("start_ns"), py::arg("end_ns"),
            "Records the closed step [start_ns, end_ns) (automatic steps).")
       .def("step_open", &gpuutil::Session::step_open)
+      .def("set_detail", &gpuutil::Session::set_detail, py::arg("t_ns"), py::arg("on"),
+           "From t_ns on the detail tier is on/off; each step report says \"detail\": its state at the step's end.")
+      .def_property_readonly("findings_seen", &gpuutil::Session::findings_seen,
+                             "How many distinct finding ids the reported steps have had so far.")
       .def("thread_index", &gpuutil::Session::thread_index, py::arg("pid"), py::arg("key"), py::arg("name") = "",
            py::arg("os_tid") = 0,
            "The session thread for `key`: threading.get_ident() & 0xffffffff, the id CUPTI records "
@@ -148,6 +152,25 @@ void bind_session(py::module_& m) {
           py::arg("complete_until_ns") = py::none(),
           "Marks data complete up to complete_until_ns (if given), analyses the reportable steps; returns their "
           "JSON lines.")
+      .def("start_worker", &gpuutil::Session::start_worker,
+           "Starts the background reporter: report_async() then never analyses on the calling thread.")
+      .def(
+          "report_async",
+          [](gpuutil::Session& s, int64_t complete_until_ns) {
+            s.mark_complete_until(complete_until_ns);
+            py::list lines;
+            {
+              // Converted and freed before the worker wakes: freeing what it
+              // allocated while it allocates would contend for its malloc arena.
+              const std::vector<std::string> outs = s.take_lines();
+              for (const auto& line : outs) lines.append(py::str(line));
+            }
+            s.request_report();
+            return lines;
+          },
+          py::arg("complete_until_ns"),
+          "Marks data complete up to complete_until_ns, returns the JSON lines the worker finished since the last "
+          "call, and wakes it to analyse the newly reportable steps (returns at once).")
       .def(
           "finish", [](gpuutil::Session& s, int64_t t_ns) {
             std::vector<gpuutil::StepOutput> outs;

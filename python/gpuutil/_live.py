@@ -146,6 +146,7 @@ class NvtxCollector:
     """The Collector protocol over gpuutil's NVTX injection (host ranges)."""
 
     name = "nvtx"
+    per_step = False  # drained before each report batch (its own thread keeps the rings from overflowing)
     collects_gpu = False
 
     def __init__(self, prof: "Profile") -> None:

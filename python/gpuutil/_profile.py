@@ -13,14 +13,17 @@ steps (the JSON Lines file, if asked for, has all of them) and
 ``prof.summary()`` is computed from running totals kept by the C++ session.
 
 Cost at a step boundary is kept small because it is paid on the training
-thread every step: the step is closed and the collectors drain (a few C++
-calls). Finished steps are analysed (C++) and written out in batches, at
-most every ``report_interval_ms`` (default 100 ms; 0 = every step): one
-batch keeps the analysis code and data warm in the caches, so a fast
-training loop pays a fraction of a cold per-step analysis. Reading
-``prof.reports`` or ``prof.summary()``, or stopping, reports every finished
-step first, so the batching is invisible there; ``on_step`` callbacks and
-the JSON Lines file receive reports up to ``report_interval_ms`` late.
+thread every step: the step is closed and only collectors with per-step
+work run (a few µs). Every ``report_interval_ms`` (default 100 ms) the
+collectors drain into the session and the finished steps are handed to the
+session's worker thread, which analyses them (C++, on a snapshot of the
+pending events, so the training thread never waits for it) and writes the
+JSON Lines file; what it finished is delivered to ``prof.reports`` and
+``on_step`` at the next batch. With ``report_interval_ms=0`` each step is
+analysed on the training thread at its end. Reading ``prof.reports`` or
+``prof.summary()``, or stopping, reports every finished step first, so the
+batching is invisible there; ``on_step`` callbacks receive reports up to two
+``report_interval_ms`` late, the JSON Lines file up to one.
 ``prof.reports`` is a list of dicts (a snapshot at each read); the profile
 keeps each report as its JSON text and parses it the first time it is read;
 only an ``on_step`` callback makes every report parse at once.
@@ -40,9 +43,11 @@ import weakref
 from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, Sequence, Union
 
 from gpuutil import _core
+from gpuutil._detail import check_detail
 from gpuutil._buckets import BREAKDOWN_KEYS
 
 _BREAKDOWN_KEYS = BREAKDOWN_KEYS
+_now_ns = _core.now_ns
 
 
 class Collector(Protocol):
@@ -50,13 +55,15 @@ class Collector(Protocol):
 
     ``start`` returns None when the collector runs, or a one-line reason why
     it cannot (the Profile reports it in every step's diagnostics).
-    ``on_step_end`` runs at every step boundary. ``complete_until_ns``
-    returns the session-clock time up to which the collector has delivered
-    everything (None: no constraint); an optional ``wait_complete(t_ns)``
-    blocks (bounded) until that reaches ``t_ns`` and returns it (used by
-    ``flush()``). An optional ``before_report(prof)``
-    runs before each batch of steps is analysed: a collector whose own
-    thread keeps its buffers from overflowing drains there instead of at
+    ``on_step_end`` runs at every step boundary, on the training thread's
+    hot path (it must cost a few µs at most), unless the collector sets
+    ``per_step = False``. ``complete_until_ns`` returns the session-clock
+    time up to which the collector has delivered everything (None: no
+    constraint), asked before each report batch; an optional
+    ``wait_complete(t_ns)`` blocks (bounded) until that reaches ``t_ns`` and
+    returns it (used by ``flush()``). An optional ``before_report(prof)``
+    runs before each batch of steps is analysed (at most every
+    ``report_interval_ms``): collectors drain their buffers there, not at
     every step end.
     """
 
@@ -131,6 +138,7 @@ class Profile:
         cluster_interval_ms: float = 1000.0,
         cluster_timeout_s: float = 30.0,
         cluster_leader: int = 0,
+        detail: str = "sampled",
     ) -> None:
         #: "measure" when FLOPs per step are to be measured (by the PyTorch
         #: collector, on one sampled step), else None.
@@ -157,6 +165,8 @@ class Profile:
                 raise ValueError(f"{name} must be a finite number >= 0, not {value!r}")
         if isinstance(cluster_leader, bool) or not isinstance(cluster_leader, int) or cluster_leader < 0:
             raise ValueError(f"cluster_leader must be a rank (an int >= 0), not {cluster_leader!r}")
+        #: Which steps collect the detail tier (gpuutil._detail).
+        self.detail = check_detail(detail)
         #: Cross-rank view settings (docs/distributed.md), read by the cluster collector.
         self.cluster_options: Dict[str, Any] = {
             "enabled": bool(cluster),
@@ -182,6 +192,7 @@ class Profile:
         self._last_report_ns = 0
         self._complete_ns = -(1 << 63)  # collectors' data is complete up to here
         self._unreported = False  # steps closed since the last collect
+        self._background = False  # batches analysed by the session's worker (set at start)
         self._on_step = _sinks(on_step)
         self._sink_failures = 0
         self._sink_failure_example = ""
@@ -237,6 +248,14 @@ class Profile:
             self._session.add_standing_diagnostic("gpu_collection_off", reason)
         for name, example in self.step_diagnostics:
             self._session.add_standing_diagnostic(name, example)
+        # What runs at every step boundary: only collectors with per-step
+        # work (the rest drain before each report batch, before_report).
+        self._per_step = tuple(c.on_step_end for c in self._collectors if getattr(c, "per_step", True))
+        # Batches are analysed by the session's worker thread, off the
+        # training thread (report_interval_ms=0 analyses each step at its end).
+        self._background = self._report_interval_ns > 0
+        if self._background:
+            self._session.start_worker()
         self._auto_start_ns = _core.now_ns()
         _live_profiles.add(self)
         _signals.install()
@@ -306,7 +325,7 @@ class Profile:
         if self._forked:
             return
         _core.nvtx_pop_step()
-        now = _core.now_ns()
+        now = _now_ns()
         self._session.end_step(now)
         self._report_until(now)
 
@@ -324,11 +343,13 @@ class Profile:
         Does nothing (returns False) once the user marks steps with
         :meth:`step`.
         """
-        if not self._running or self.steps_source == "user" or self._forked:
-            return False
-        if self.steps_source is None:
+        if self.steps_source != "optimizer_step":
+            if not self._running or self.steps_source == "user" or self._forked:
+                return False
             self._set_steps_source("optimizer_step")
-        now = _core.now_ns()
+        elif not self._running or self._forked:
+            return False
+        now = _now_ns()
         self._session.close_step(self._next_step, self._auto_start_ns, now)
         self._next_step += 1
         self._auto_start_ns = now
@@ -336,32 +357,43 @@ class Profile:
         return True
 
     def _report_until(self, now: int) -> None:
-        """After a step closed at ``now``: drain the collectors; report the
-        finished steps if ``report_interval_ms`` has passed since the last
-        report."""
-        complete = now
-        for c in self._collectors:
-            c.on_step_end(self)
-            until = c.complete_until_ns()
-            if until is not None and until < complete:
-                complete = until
-        self._complete_ns = complete
+        """After a step closed at ``now``: the collectors' per-step work; the
+        finished steps are reported if ``report_interval_ms`` has passed
+        since the last report. The hot path of every step: keep it short."""
+        for on_step_end in self._per_step:
+            on_step_end(self)
         self._unreported = True
         if now - self._last_report_ns >= self._report_interval_ns:
             self._last_report_ns = now
-            self._collect()
+            self._collect(now)
 
     def set_measured_flops(self, flops: float, step: int) -> None:
         """Called by the collector that measured FLOPs per step on ``step``."""
         self._session.set_flops_per_step(flops, "measured")
         self._session.count("flops_measured_step", 1, f"step {step}: {flops:.4g} FLOPs measured")
 
-    def _collect(self) -> None:
+    def _collect(self, now: Optional[int] = None) -> None:
+        """Reports the finished steps whose data is complete. ``now``: the
+        boundary that triggered it (the collectors say up to when their data
+        is complete); None keeps what flush() worked out."""
         self._unreported = False
         for c in self._collectors:
             before = getattr(c, "before_report", None)
             if before is not None:
                 before(self)
+        if now is not None:
+            complete = now
+            for c in self._collectors:
+                until = c.complete_until_ns()
+                if until is not None and until < complete:
+                    complete = until
+            self._complete_ns = complete
+            if self._background:
+                # The worker analyses off this thread; what it finished
+                # since the last batch is delivered now.
+                self._deliver(self._session.report_async(complete))
+                self._after_report()
+                return
         self._deliver(self._session.collect(self._complete_ns))
         self._after_report()
 
@@ -659,6 +691,7 @@ def profile(
     cluster_interval_ms: float = 1000.0,
     cluster_timeout_s: float = 30.0,
     cluster_leader: int = 0,
+    detail: str = "sampled",
 ) -> Profile:
     """Profiles a training loop, step by step.
 
@@ -712,6 +745,15 @@ def profile(
             (named in ``cluster.lost_ranks``); also the leader's longest wait
             at stop for the others' last summaries.
         cluster_leader: the rank that assembles the view.
+        detail: which steps collect the detail tier, per-op and
+            autograd-node ranges (every op pays for a RecordFunction while
+            it is on): ``"sampled"`` (the first 3 steps, then one in 100,
+            and the step after a finding first fires), ``"always"`` or
+            ``"off"``. Every step collects the always-on tier (boundaries,
+            DataLoader waits, host syncs, optimizer, forward, backward,
+            collectives, CUPTI's kernels and launches); each report's
+            ``steps[].detail`` says which tier its step had
+            (docs/pytorch.md, "Collection tiers").
 
     Returns a :class:`Profile`; use it as a context manager.
     """
@@ -728,4 +770,5 @@ def profile(
         cluster_interval_ms=cluster_interval_ms,
         cluster_timeout_s=cluster_timeout_s,
         cluster_leader=cluster_leader,
+        detail=detail,
     )

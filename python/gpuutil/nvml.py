@@ -175,6 +175,7 @@ class NvmlCollector:
 
     name = "nvml"
     collects_gpu = False  # device counters, not GPU activity
+    per_step = False  # drained before each report batch (the sampler has its own thread)
 
     def __init__(self, interval_s: float = 0.2, gpm: bool = False) -> None:
         self._options = {"interval_s": interval_s, "gpm": gpm}
@@ -235,9 +236,12 @@ class NvmlCollector:
         return ""
 
     def on_step_end(self, prof: Any) -> None:
+        """Before each report batch (the first comes at the first step end)."""
         if self._pending:
             self._choose_devices(prof)
         self.sampler.drain_into(prof._session)
+
+    before_report = on_step_end
 
     def complete_until_ns(self) -> Optional[int]:
         return None

@@ -9,6 +9,7 @@
 // window, and says so in diagnostics).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,5 +38,31 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
 inline Report analyze(const EventStore& store, const AnalysisOptions& options = {}) {
   return analyze(std::vector<const EventStore*>{&store}, options);
 }
+
+// One store prepared for analysing many windows of it, one report each: its
+// indexes (device and host timelines, counters, collectives, workload
+// signals) are built once, not once per window. A live session reports a
+// batch of finished steps this way; per-step analyze() made each report
+// cost O(pending events).
+//
+// Contract: keeps a reference to `store`, which must outlive it unchanged.
+// `windows` lists every window analyze_window() will be given.
+// analyze_window(w, o) returns exactly analyze(s, o) for a copy s of the
+// store with s.steps = {w} (pinned on planted and real traces,
+// test_analyze_window.cpp). Not thread-safe: it reuses scratch memory.
+class PreparedStore {
+ public:
+  PreparedStore(const EventStore& store, const std::vector<StepWindow>& windows);
+  ~PreparedStore();
+  PreparedStore(const PreparedStore&) = delete;
+  PreparedStore& operator=(const PreparedStore&) = delete;
+
+  Report analyze_window(const StepWindow& w, const AnalysisOptions& options);
+
+  struct Impl;  // internal (analyze.cpp)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace gpuutil

@@ -44,6 +44,7 @@ const char* to_string(Severity s);
   X(session_events_dropped, kWarning, "live events dropped: the session's pending-event bound was hit") \
   X(step_end_without_begin, kWarning, "end_step() was called with no open step; ignored")               \
   X(sink_write_failed, kError, "a report could not be written to the JSON Lines file")                 \
+  X(reports_dropped, kWarning, "step reports finished in the background were dropped before the application took them (it took none for 65,536 reports)") \
   X(gpu_collection_off, kWarning, "GPU activity is not collected in this session (see example: why)") \
   X(cupti_records_dropped, kWarning, "CUPTI dropped activity records (cuptiActivityGetNumDroppedRecords): device time is undercounted") \
   X(cupti_buffer_starved, kWarning, "CUPTI asked for an activity buffer while gpuutil's pool was empty; that buffer's records were lost (raise the pool size)") \

@@ -160,6 +160,9 @@ struct StepReport {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   int64_t wall_ns = 0;
+  // Live sessions: whether the step collected the detail tier (per-op and
+  // autograd-node ranges); unset offline and when the collector has no tiers.
+  std::optional<bool> detail;
   std::vector<DeviceStepReport> devices;
   std::vector<HostThreadStepReport> host;  // per rank, per thread with host ranges in the step
   std::vector<RankCollectives> collectives;  // per rank; not in the step JSON (cluster view input)

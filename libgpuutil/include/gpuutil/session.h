@@ -28,6 +28,7 @@
 //   reported is counted (cupti_records_late), never silently dropped.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -36,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "gpuutil/analysis.h"
@@ -139,19 +141,46 @@ class Session {
   // whose start is known only when they end); an open step is closed at
   // start_ns first.
   void close_step(int64_t step, int64_t start_ns, int64_t end_ns);
+  // From t_ns on, the detail tier (per-op and autograd-node ranges;
+  // docs/pytorch.md, "Collection tiers") is on or off. Collectors switch
+  // it at step boundaries, so a step's report carries "detail": the state
+  // at its end; steps that end before the first call carry none. At most
+  // 4,096 unreported changes are kept (the oldest are forgotten).
+  void set_detail(int64_t t_ns, bool on);
 
   // --- completion and output ---
   // Collectors promise that every event ending before t_ns has been
   // ingested. Steps ending at or before t_ns become reportable.
   void mark_complete_until(int64_t t_ns);
   // Analyses reportable steps, writes them to the sinks, prunes events no
-  // unreported step can need, and returns the new outputs.
+  // unreported step can need, and returns the new outputs (after any the
+  // worker finished and nobody took yet, in step order). Waits for a
+  // worker batch in flight.
   std::vector<StepOutput> collect();
+
+  // --- background reporting (the live Python path) ---
+  // A worker thread analyses reportable steps off the training thread:
+  // request_report() wakes it and returns at once; take_outputs() returns
+  // what it finished since the last take, in step order. The analysis runs
+  // on a snapshot of the pending events, so the session lock is held only
+  // to copy them and to record the results: the application's threads
+  // (steps, ranges) never wait for an analysis. Outputs not taken pile up
+  // to 65,536 at most (older ones are dropped and counted as
+  // reports_dropped). Outputs made by the worker carry only their JSON
+  // line (`report` is empty). The JSON Lines file is written by the worker.
+  // finish() stops the worker; a forked child never touches it.
+  // take_outputs() is for the thread that drives the session.
+  void start_worker();
+  void request_report();
+  std::vector<StepOutput> take_outputs();
+  std::vector<std::string> take_lines();  // the same, JSON lines only
   // Closes an open step at t_ns, treats all data as complete, collects.
   std::vector<StepOutput> finish(int64_t t_ns);
 
   // Run totals for summaries.
   uint64_t steps_reported() const;
+  // Distinct finding ids over the reported steps (grows when a new one fires).
+  size_t findings_seen() const;
   int64_t outside_steps_ns() const;  // time between consecutive steps
   int64_t reported_until_ns() const;  // end of the last reported step (INT64_MIN before any)
   size_t pending_events() const;     // buffered now (for memory tests)
@@ -185,12 +214,27 @@ class Session {
   void begin_step_locked(int64_t step, int64_t t_ns);
   void end_step_locked(int64_t t_ns);
   void prune_locked(int64_t keep_from_ns);
+  void snapshot_locked();
+  std::vector<StepOutput> collect_batch();  // with collect_mu_ held
+  void stop_worker();
+
+  struct Worker {
+    std::thread thread;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool wake = false;
+    bool quit = false;
+    std::vector<std::string> done;  // JSON lines finished, not taken
+    uint64_t dropped = 0;
+  };
+  static constexpr size_t kMaxUntakenOutputs = size_t(1) << 16;
 
   SessionOptions options_;
   std::string error_;
   mutable std::mutex mu_;
   EventStore store_;  // pending events; store_.steps unused between analyses
   std::vector<StepWindow> closed_;  // closed, not yet reported, in order
+  std::deque<std::pair<int64_t, bool>> detail_;  // (t_ns, on) changes, in time order; the first is in force
   bool open_ = false;
   StepWindow current_{};
   int64_t complete_until_ns_ = INT64_MIN;
@@ -210,6 +254,11 @@ class Session {
   std::unique_ptr<JsonlSink> jsonl_;
   int64_t owner_pid_ = 0;  // the process that made the session (a forked child never finishes it)
   std::function<void(const StepOutput&)> callback_;
+  std::mutex collect_mu_;  // one analysis batch at a time (worker or collect())
+  EventStore snap_;        // the events a batch analyses (collect_mu_)
+  std::unique_ptr<Worker> worker_;
+  std::vector<std::string> parked_;  // the stopped worker's untaken lines
+  uint64_t parked_dropped_ = 0;
 };
 
 }  // namespace gpuutil

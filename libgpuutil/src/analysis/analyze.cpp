@@ -86,64 +86,94 @@ struct DeviceTotals {
   std::optional<double> peak;
 };
 
-}  // namespace
-
-Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptions& options) {
+// Run-level accumulation over stores and windows.
+struct Accumulator {
   Report report;
   std::map<int64_t, StepReport> steps;
   std::map<std::pair<int32_t, int32_t>, DeviceTotals> totals;  // (rank, device)
   bool any_trace_flops = false;
   WorkloadSignals workload;
+};
 
-  for (size_t si = 0; si < stores.size(); ++si) {
-    const EventStore& s = *stores[si];
-    report.diagnostics.merge(s.diagnostics);
-    report.sources.push_back({s.source, s.rank, s.steps_source, s.activities.size(), s.api_calls.size(),
-                              s.ranges.size()});
-    const auto devices = build_device_timelines(s);
-    const auto host = build_host_timelines(s);
-    const HostBreakdownIndex host_index(s);
-    HostBreakdownIndex::Scratch host_scratch;  // reused by every step of this store
-    StepMetricsScratch metrics_scratch;
-    const CounterIndex counters(s);
-    const CollectiveSpans collectives(s);
-    const int64_t fallback = busiest_thread(s);
-    {
-      uint64_t unmatched = 0;
-      for (uint32_t launch : host.launch_of) unmatched += launch == kNoLaunch ? 1 : 0;
-      if (unmatched > 0 && !s.api_calls.empty()) report.diagnostics.add(Diag::launch_unmatched, unmatched);
-      for (const auto& tl : devices) {
-        if (!s.device_info(tl.device)) {
-          report.diagnostics.add(Diag::activity_unknown_device, 1, "device " + std::to_string(tl.device));
-        }
-      }
-    }
+}  // namespace
 
-    const EventSpan span = event_span(s);
-    const std::vector<StepWindow> windows = analysis_windows(s, span);
-    workload += workload_signals(s, span, windows);
-    if (s.steps.empty() && !windows.empty() && s.diagnostics.count(Diag::steps_missing) == 0) {
-      report.diagnostics.add(Diag::steps_missing);
-    }
-    if (si == 0) {
-      report.summary.trace_span_ns = span.empty() ? 0 : span.hi - span.lo;
-      std::vector<int64_t> walls;
-      for (const auto& w : windows) {
-        report.summary.steps_wall_ns += w.wall_ns();
-        walls.push_back(w.wall_ns());
-      }
-      report.summary.outside_steps_ns = std::max<int64_t>(0, report.summary.trace_span_ns - report.summary.steps_wall_ns);
-      if (!walls.empty()) {
-        std::sort(walls.begin(), walls.end());
-        report.summary.step_wall_p50_ns = walls[(walls.size() - 1) / 2];
-      }
-    }
+// One store's indexes, built once (see analysis.h). `windows_in`: every
+// window it will be asked about (the workload's capture windows are closed
+// at their span).
+struct PreparedStore::Impl {
+  Impl(const EventStore& store, const std::vector<StepWindow>& windows_in)
+      : s(store),
+        events_span(event_span(store, /*with_steps=*/false)),
+        devices(build_device_timelines(store)),
+        host(build_host_timelines(store)),
+        host_index(store),
+        counters(store),
+        collectives(store),
+        fallback(busiest_thread(store)),
+        flops_by_time(trace_flops(store)),
+        workload(store, span_with(events_span, windows_in)) {
+    for (uint32_t launch : host.launch_of) unmatched += launch == kNoLaunch ? 1 : 0;
+  }
+  static EventSpan span_with(EventSpan span, const std::vector<StepWindow>& ws) {
+    for (const auto& w : ws) span.add(w.start_ns, w.end_ns);
+    return span;
+  }
 
-    const auto flops_by_time = trace_flops(s);
-    if (!flops_by_time.empty()) any_trace_flops = true;
+  const EventStore& s;
+  EventSpan events_span;            // of the store's events (not its steps)
+  std::vector<DeviceTimeline> devices;
+  HostTimelines host;
+  HostBreakdownIndex host_index;
+  HostBreakdownIndex::Scratch host_scratch;  // reused by every window
+  StepMetricsScratch metrics_scratch;
+  CounterIndex counters;
+  CollectiveSpans collectives;
+  int64_t fallback;
+  std::vector<std::pair<int64_t, double>> flops_by_time;
+  WorkloadIndex workload;
+  uint64_t unmatched = 0;  // activities whose launch call is not in the store
+};
+
+namespace {
+
+// Adds one store's `windows` (its own, or one of them) to the accumulator;
+// `first` makes it the reference store of the summary.
+// `has_steps`: the windows are the store's steps (else one whole-trace window).
+void add_store(PreparedStore::Impl& p, const std::vector<StepWindow>& windows, bool has_steps, bool first,
+               const AnalysisOptions& options, Accumulator& acc) {
+  const EventStore& s = p.s;
+  Report& report = acc.report;
+  report.diagnostics.merge(s.diagnostics);
+  report.sources.push_back({s.source, s.rank, s.steps_source, s.activities.size(), s.api_calls.size(),
+                            s.ranges.size()});
+  if (p.unmatched > 0 && !s.api_calls.empty()) report.diagnostics.add(Diag::launch_unmatched, p.unmatched);
+  for (const auto& tl : p.devices) {
+    if (!s.device_info(tl.device)) {
+      report.diagnostics.add(Diag::activity_unknown_device, 1, "device " + std::to_string(tl.device));
+    }
+  }
+  acc.workload += p.workload.signals(windows, has_steps && s.steps_source != "whole_trace", s.steps_source);
+  if (!has_steps && !windows.empty() && s.diagnostics.count(Diag::steps_missing) == 0) {
+    report.diagnostics.add(Diag::steps_missing);
+  }
+  if (first) {
+    const EventSpan span = PreparedStore::Impl::span_with(p.events_span, windows);
+    report.summary.trace_span_ns = span.empty() ? 0 : span.hi - span.lo;
+    std::vector<int64_t> walls;
+    for (const auto& w : windows) {
+      report.summary.steps_wall_ns += w.wall_ns();
+      walls.push_back(w.wall_ns());
+    }
+    report.summary.outside_steps_ns = std::max<int64_t>(0, report.summary.trace_span_ns - report.summary.steps_wall_ns);
+    if (!walls.empty()) {
+      std::sort(walls.begin(), walls.end());
+      report.summary.step_wall_p50_ns = walls[(walls.size() - 1) / 2];
+    }
+  }
+  if (!p.flops_by_time.empty()) acc.any_trace_flops = true;
 
     for (const auto& w : windows) {
-      auto [it, inserted] = steps.try_emplace(w.step);
+      auto [it, inserted] = acc.steps.try_emplace(w.step);
       StepReport& step = it->second;
       if (inserted) {
         step.step = w.step;
@@ -151,18 +181,18 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         step.end_ns = w.end_ns;
         step.wall_ns = w.wall_ns();
       }
-      if (!collectives.empty()) step.collectives.push_back(collectives.in(w.start_ns, w.end_ns, s.rank));
-      for (auto& h : host_index.step(w.start_ns, w.end_ns, options.top_n, host_scratch)) {
+      if (!p.collectives.empty()) step.collectives.push_back(p.collectives.in(w.start_ns, w.end_ns, s.rank));
+      for (auto& h : p.host_index.step(w.start_ns, w.end_ns, options.top_n, p.host_scratch)) {
         h.rank = s.rank;
         step.host.push_back(std::move(h));
       }
       std::optional<double> step_flops;
       if (options.flops_per_step) {
         step_flops = *options.flops_per_step;
-      } else if (!flops_by_time.empty()) {
-        step_flops = flops_in(flops_by_time, w.start_ns, w.end_ns);
+      } else if (!p.flops_by_time.empty()) {
+        step_flops = flops_in(p.flops_by_time, w.start_ns, w.end_ns);
       }
-      for (const auto& tl : devices) {
+      for (const auto& tl : p.devices) {
         DeviceStepReport d;
         d.device = tl.device;
         d.rank = s.rank;
@@ -170,20 +200,20 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         if (info) d.name = info->name;
         if (info) d.total_memory_bytes = info->total_memory_bytes;
         d.wall_ns = w.wall_ns();
-        if (!counters.empty()) d.health = counters.health(tl.device, w.start_ns, w.end_ns);
+        if (!p.counters.empty()) d.health = p.counters.health(tl.device, w.start_ns, w.end_ns);
         auto& b = d.breakdown;
         b.compute_ns = covered_ns(tl.compute, w.start_ns, w.end_ns);
         b.communication_ns = covered_ns(tl.comm_only, w.start_ns, w.end_ns);
         b.memory_ns = covered_ns(tl.memory_only, w.start_ns, w.end_ns);
         d.busy_ns = covered_ns(tl.busy, w.start_ns, w.end_ns);
         IdleAccount idle;
-        attribute_idle(s, tl, host, fallback, w.start_ns, w.end_ns, idle);
+        attribute_idle(s, tl, p.host, p.fallback, w.start_ns, w.end_ns, idle);
         b.idle_ns = idle.idle_ns;
         for (int c = 0; c < kIdleCauseCount; ++c) d.culprits[c] = top_culprits(idle.culprits[c], s, options.top_n);
         d.communication_total_ns = covered_ns(tl.communication, w.start_ns, w.end_ns);
         d.communication_overlap_ns = d.communication_total_ns - b.communication_ns;
         const StepMetricSums sums =
-            compute_step_metrics(s, tl, host, w.start_ns, w.end_ns, options, d, &metrics_scratch);
+            compute_step_metrics(s, tl, p.host, w.start_ns, w.end_ns, options, d, &p.metrics_scratch);
 
         std::optional<double> peak;
         if (options.peak_tflops) {
@@ -192,7 +222,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
           peak = peak_flops_per_s(*info, options.dtype);
         }
         d.peak_flops_per_s = peak;
-        const auto n_devices = static_cast<double>(devices.size());
+        const auto n_devices = static_cast<double>(p.devices.size());
         const auto utilisation = [&](double flops) -> std::optional<double> {
           if (!peak || *peak <= 0 || d.wall_ns <= 0) return std::nullopt;
           return flops / (static_cast<double>(d.wall_ns) * 1e-9 * *peak);
@@ -201,7 +231,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
           d.flops = *step_flops / n_devices;
           d.mfu = utilisation(*d.flops);
           if (d.mfu && *d.mfu > 1.0) {  // impossible: an input is wrong, say which ones could be
-            report.diagnostics.add(Diag::mfu_above_peak, 1,
+            acc.report.diagnostics.add(Diag::mfu_above_peak, 1,
                                    "step " + std::to_string(w.step) + ", rank " + std::to_string(s.rank) + " device " +
                                        std::to_string(tl.device) + ": MFU " +
                                        std::to_string(static_cast<int>(*d.mfu * 100 + 0.5)) + "% of " +
@@ -213,7 +243,7 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
           d.hfu = utilisation(*d.hardware_flops);
         }
 
-        auto& t = totals[{s.rank, tl.device}];
+        auto& t = acc.totals[{s.rank, tl.device}];
         t.summary.device = tl.device;
         t.summary.rank = s.rank;
         t.summary.name = d.name;
@@ -240,11 +270,13 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
         step.devices.push_back(std::move(d));
       }
     }
-  }
+}
 
-  for (auto& [n, step] : steps) report.steps.push_back(std::move(step));
+Report finish(Accumulator& acc, const AnalysisOptions& options) {
+  Report& report = acc.report;
+  for (auto& [n, step] : acc.steps) report.steps.push_back(std::move(step));
   report.summary.steps = report.steps.size();
-  for (auto& [key, t] : totals) {
+  for (auto& [key, t] : acc.totals) {
     DeviceSummary& d = t.summary;
     for (int c = 0; c < kIdleCauseCount; ++c) {
       std::vector<NamedTime> v;
@@ -268,12 +300,12 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
   }
   if (options.flops_per_step) {
     report.flops_source = options.flops_source;
-  } else if (any_trace_flops) {
+  } else if (acc.any_trace_flops) {
     report.flops_source = "trace";
-  } else if (!totals.empty()) {
+  } else if (!acc.totals.empty()) {
     report.diagnostics.add(Diag::flops_unknown);
   }
-  report.workload = classify_workload(workload);
+  report.workload = classify_workload(acc.workload);
   report.findings = derive_findings(report);
   if (auto view = cluster_view_of(report)) {
     for (const auto& f : view->findings) report.findings.push_back(f);
@@ -281,7 +313,30 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
                      [](const Finding& a, const Finding& b) { return a.recoverable_ns > b.recoverable_ns; });
     report.cluster = std::make_shared<const ClusterView>(std::move(*view));
   }
-  return report;
+  return std::move(report);
+}
+
+}  // namespace
+
+PreparedStore::PreparedStore(const EventStore& store, const std::vector<StepWindow>& windows)
+    : impl_(std::make_unique<Impl>(store, windows)) {}
+PreparedStore::~PreparedStore() = default;
+
+Report PreparedStore::analyze_window(const StepWindow& w, const AnalysisOptions& options) {
+  Accumulator acc;
+  add_store(*impl_, {w}, /*has_steps=*/true, /*first=*/true, options, acc);
+  return finish(acc, options);
+}
+
+Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptions& options) {
+  Accumulator acc;
+  for (size_t si = 0; si < stores.size(); ++si) {
+    const EventStore& s = *stores[si];
+    const std::vector<StepWindow> windows = analysis_windows(s);
+    PreparedStore::Impl p(s, windows);
+    add_store(p, windows, !s.steps.empty(), si == 0, options, acc);
+  }
+  return finish(acc, options);
 }
 
 }  // namespace gpuutil

@@ -3,12 +3,14 @@
 
 namespace gpuutil {
 
-EventSpan event_span(const EventStore& s) {
+EventSpan event_span(const EventStore& s, bool with_steps) {
   EventSpan span;
   for (const auto& a : s.activities) span.add(a.start_ns, a.end_ns);
   for (const auto& c : s.api_calls) span.add(c.start_ns, c.end_ns);
   for (const auto& r : s.ranges) span.add(r.start_ns, r.end_ns);
-  for (const auto& w : s.steps) span.add(w.start_ns, w.end_ns);
+  if (with_steps) {
+    for (const auto& w : s.steps) span.add(w.start_ns, w.end_ns);
+  }
   return span;
 }
 

@@ -22,7 +22,8 @@ struct EventSpan {
   }
   bool empty() const { return hi < lo; }
 };
-EventSpan event_span(const EventStore& store);
+// First start to last end over every event (and, with_steps, step) of a store.
+EventSpan event_span(const EventStore& store, bool with_steps = true);
 
 // The store's step windows, or, when it has none, one window (step 0) over
 // the whole event span; empty for a store with no events.

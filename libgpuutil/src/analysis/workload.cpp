@@ -126,14 +126,8 @@ WorkloadSignals& WorkloadSignals::operator+=(const WorkloadSignals& o) {
   return *this;
 }
 
-WorkloadSignals workload_signals(const EventStore& store, const EventSpan& span,
-                                 const std::vector<StepWindow>& windows) {
-  WorkloadSignals out;
-  if (!store.steps.empty() && store.steps_source != "whole_trace") {
-    out.steps = store.steps.size();
-    out.steps_source = store.steps_source;
-  }
-  for (const auto& w : windows) out.analysed_ns += w.wall_ns();
+WorkloadIndex::WorkloadIndex(const EventStore& store, const EventSpan& span) {
+  WorkloadSignals& out = base_;
 
   // Ranges: one classification per (name, category).
   std::unordered_map<uint64_t, OpRole> roles;
@@ -220,8 +214,20 @@ WorkloadSignals workload_signals(const EventStore& store, const EventSpan& span,
     raw.push_back({begin, span.empty() ? begin : span.hi});
     ++out.capture_windows;
   }
-  const IntervalList capture = union_of(std::move(raw));
-  for (const auto& w : windows) out.capture_ns += covered_ns(capture, w.start_ns, w.end_ns);
+  capture_ = union_of(std::move(raw));
+}
+
+WorkloadSignals WorkloadIndex::signals(const std::vector<StepWindow>& windows, bool markers,
+                                       const std::string& steps_source) const {
+  WorkloadSignals out = base_;
+  if (markers) {
+    out.steps = windows.size();
+    out.steps_source = steps_source;
+  }
+  for (const auto& w : windows) {
+    out.analysed_ns += w.wall_ns();
+    out.capture_ns += covered_ns(capture_, w.start_ns, w.end_ns);
+  }
   return out;
 }
 

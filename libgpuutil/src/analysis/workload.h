@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/intervals.h"
 #include "analysis/windows.h"
 #include "gpuutil/events.h"
 #include "gpuutil/report.h"
@@ -46,9 +47,30 @@ struct WorkloadSignals {
   WorkloadSignals& operator+=(const WorkloadSignals& o);
 };
 
+// One store's signals, classified once: names counted, capture windows
+// built. `span` must cover the store's events and every window later asked
+// about (capture windows still open at the end run to span.hi; an end whose
+// begin precedes the trace starts at span.lo, so any such span gives the
+// same capture time inside those windows).
+class WorkloadIndex {
+ public:
+  WorkloadIndex(const EventStore& store, const EventSpan& span);
+  // The signals over `windows` (the store's analysis windows: its steps, or
+  // one whole-trace window). `markers`: the windows are step markers (not
+  // one whole-trace window), counted as steps from `steps_source`.
+  WorkloadSignals signals(const std::vector<StepWindow>& windows, bool markers, const std::string& steps_source) const;
+
+ private:
+  WorkloadSignals base_;  // counts and examples, over the whole store
+  IntervalList capture_;
+};
+
 // The signals of one store over its analysis windows (analysis_windows()).
-WorkloadSignals workload_signals(const EventStore& store, const EventSpan& span,
-                                 const std::vector<StepWindow>& windows);
+inline WorkloadSignals workload_signals(const EventStore& store, const EventSpan& span,
+                                        const std::vector<StepWindow>& windows) {
+  return WorkloadIndex(store, span).signals(windows, !store.steps.empty() && store.steps_source != "whole_trace",
+                                            store.steps_source);
+}
 
 // The kind and its evidence: capture when capture windows cover more than
 // kCaptureDominant of the analysed time; else training when backward or

@@ -263,6 +263,7 @@ void step_json(JsonWriter& w, const StepReport& s) {
   w.member("start_ns", s.start_ns);
   w.member("end_ns", s.end_ns);
   w.member("wall_ns", s.wall_ns);
+  if (s.detail) w.member("detail", *s.detail);
   w.key("devices");
   w.begin_array();
   for (const auto& d : s.devices) device_step_json(w, d);

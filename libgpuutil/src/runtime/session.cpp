@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <unordered_set>
 
 #include <unistd.h>
@@ -41,6 +42,10 @@ Session::~Session() {
   // thread may have held at the fork.
   if (owner_pid_ != getpid()) {
     if (jsonl_) jsonl_->abandon();
+    // The worker thread is the parent's: its std::thread, mutex and
+    // condition variable (which may have had waiters at the fork) are
+    // never touched here (destroying them could block forever).
+    (void)worker_.release();
     return;
   }
   bool done;
@@ -51,6 +56,7 @@ Session::~Session() {
     end = open_ ? std::max(current_.start_ns, complete_until_ns_) : 0;
   }
   if (!done) finish(end);
+  stop_worker();
 }
 
 NameId Session::intern(std::string_view name) {
@@ -205,6 +211,13 @@ void Session::close_step(int64_t step, int64_t start_ns, int64_t end_ns) {
   end_step_locked(end_ns);
 }
 
+void Session::set_detail(int64_t t_ns, bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (detail_.size() >= 4096) detail_.pop_front();
+  if (!detail_.empty() && t_ns < detail_.back().first) t_ns = detail_.back().first;  // time order
+  detail_.emplace_back(t_ns, on);
+}
+
 void Session::begin_step_locked(int64_t step, int64_t t_ns) {
   if (open_) {
     current_.end_ns = std::max(t_ns, current_.start_ns);
@@ -272,29 +285,83 @@ void Session::prune_locked(int64_t keep_from_ns) {
                    intervals_.end());
 }
 
-std::vector<StepOutput> Session::collect() {
-  std::vector<StepOutput> out;
+// The pending events, copied for analysis outside mu_. Names are append-only
+// (ids are positions), so the snapshot's table only gets the new ones.
+void Session::snapshot_locked() {
+  for (auto id = static_cast<NameId>(snap_.names.size()); id < store_.names.size(); ++id) {
+    snap_.names.intern(store_.names.view(id));
+  }
+  snap_.activities = store_.activities;
+  snap_.api_calls = store_.api_calls;
+  snap_.ranges = store_.ranges;
+  snap_.counters = store_.counters;
+  snap_.devices = store_.devices;
+  snap_.threads = store_.threads;
+  snap_.diagnostics = store_.diagnostics;
+  snap_.rank = store_.rank;
+  snap_.source = store_.source;
+  snap_.steps_source = store_.steps_source;
+}
+
+// One batch: under mu_, the reportable steps and a snapshot of the events;
+// without it, the analysis (the expensive part); under mu_ again, totals,
+// sinks and pruning. Callers hold collect_mu_ (one batch at a time).
+std::vector<StepOutput> Session::collect_batch() {
+  std::vector<StepWindow> windows;
+  std::vector<std::optional<bool>> detail;
+  Diagnostics first_diags;
+  std::vector<std::pair<Diag, std::string>> standing;
+  std::vector<Interval> intervals;
+  AnalysisOptions options;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    size_t done = 0;
-    for (; done < closed_.size() && closed_[done].end_ns <= complete_until_ns_; ++done) {
-      const StepWindow& w = closed_[done];
-      store_.steps = {w};
+    size_t ready = 0;
+    while (ready < closed_.size() && closed_[ready].end_ns <= complete_until_ns_) ++ready;
+    if (ready == 0) return {};
+    windows.assign(closed_.begin(), closed_.begin() + static_cast<long>(ready));
+    for (const StepWindow& w : windows) {
+      // The detail state at the step's end; changes before it but the last are done with.
+      while (detail_.size() > 1 && detail_[1].first <= w.end_ns) detail_.pop_front();
+      detail.push_back(!detail_.empty() && detail_.front().first <= w.end_ns ? std::optional<bool>(detail_.front().second)
+                                                                              : std::nullopt);
+    }
+    // Data problems counted since the previous report belong to this one.
+    first_diags = std::move(since_last_report_);
+    since_last_report_ = Diagnostics();
+    standing = standing_;
+    intervals = intervals_;
+    options = options_.analysis;
+    snapshot_locked();
+  }
+
+  // The batch's steps share one set of indexes over the pending events
+  // (each step's report is what analyze() gives with steps = {w}).
+  std::vector<StepOutput> out;
+  out.reserve(windows.size());
+  {
+    PreparedStore prepared(snap_, windows);
+    for (size_t i = 0; i < windows.size(); ++i) {
+      const StepWindow& w = windows[i];
       StepOutput o;
-      o.report = analyze(store_, options_.analysis);
-      store_.steps.clear();
-      // Data problems counted since the previous report belong to this one.
-      o.report.diagnostics.merge(since_last_report_);
-      since_last_report_ = Diagnostics();
-      for (const auto& [d, example] : standing_) o.report.diagnostics.add(d, 1, example);
-      for (const Interval& iv : intervals_) {
+      o.report = prepared.analyze_window(w, options);
+      if (detail[i] && !o.report.steps.empty()) o.report.steps.front().detail = *detail[i];
+      if (i == 0) o.report.diagnostics.merge(first_diags);
+      for (const auto& [d, example] : standing) o.report.diagnostics.add(d, 1, example);
+      for (const Interval& iv : intervals) {
         if (iv.start_ns < w.end_ns && iv.end_ns > w.start_ns) o.report.diagnostics.add(iv.diag, 1, iv.example);
       }
-      reported_until_ns_ = std::max(reported_until_ns_, w.end_ns);
-      totals_.add(o.report);
       o.report.summary.trace_span_ns = w.wall_ns();
       o.report.summary.outside_steps_ns = 0;
       o.json = report_to_json(o.report);
+      out.push_back(std::move(o));
+    }
+  }
+
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (StepOutput& o : out) {
+      reported_until_ns_ = std::max(reported_until_ns_, o.report.steps.empty() ? INT64_MIN : o.report.steps[0].end_ns);
+      totals_.add(o.report);
       if (keep_rank_steps_ > 0 && !o.report.steps.empty()) {
         if (auto rs = rank_step_of(o.report.steps.front(), store_.rank)) {
           if (rank_steps_.size() >= keep_rank_steps_) {
@@ -306,18 +373,110 @@ std::vector<StepOutput> Session::collect() {
       }
       if (jsonl_ && !jsonl_->write_line(o.json)) since_last_report_.add(Diag::sink_write_failed);
       ++steps_reported_;
-      out.push_back(std::move(o));
     }
-    if (done > 0) {
-      closed_.erase(closed_.begin(), closed_.begin() + static_cast<long>(done));
-      int64_t keep_from = out.back().report.steps.empty() ? INT64_MIN : out.back().report.steps[0].end_ns;
-      if (!closed_.empty()) keep_from = std::min(keep_from, closed_.front().start_ns);
-      if (open_) keep_from = std::min(keep_from, current_.start_ns);
-      prune_locked(keep_from);
-    }
+    closed_.erase(closed_.begin(), closed_.begin() + static_cast<long>(windows.size()));
+    int64_t keep_from = windows.back().end_ns;
+    if (!closed_.empty()) keep_from = std::min(keep_from, closed_.front().start_ns);
+    if (open_) keep_from = std::min(keep_from, current_.start_ns);
+    prune_locked(keep_from);
   }
   if (callback_) {
     for (const auto& o : out) callback_(o);
+  }
+  return out;
+}
+
+std::vector<StepOutput> Session::collect() {
+  std::lock_guard<std::mutex> batch(collect_mu_);
+  std::vector<StepOutput> out = take_outputs();  // the worker's, finished before
+  std::vector<StepOutput> now = collect_batch();
+  out.insert(out.end(), std::make_move_iterator(now.begin()), std::make_move_iterator(now.end()));
+  return out;
+}
+
+void Session::start_worker() {
+  if (worker_) return;
+  worker_ = std::make_unique<Worker>();
+  Worker* w = worker_.get();
+  w->thread = std::thread([this, w] {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(w->mu);
+        w->cv.wait(lock, [w] { return w->wake || w->quit; });
+        if (w->quit) return;
+        w->wake = false;
+      }
+      std::vector<StepOutput> outs;
+      {
+        std::lock_guard<std::mutex> batch(collect_mu_);
+        outs = collect_batch();
+      }
+      if (outs.empty()) continue;
+      std::lock_guard<std::mutex> lock(w->mu);
+      if (w->done.size() + outs.size() > kMaxUntakenOutputs) {
+        const size_t drop = std::min(w->done.size(), w->done.size() + outs.size() - kMaxUntakenOutputs);
+        w->done.erase(w->done.begin(), w->done.begin() + static_cast<long>(drop));
+        w->dropped += drop;
+      }
+      // Only the JSON line leaves the worker: the report's many small
+      // allocations are freed here, on the thread (and malloc arena) that
+      // made them, not on the training thread that takes the line.
+      for (auto& o : outs) w->done.push_back(std::move(o.json));
+    }
+  });
+}
+
+void Session::stop_worker() {
+  if (!worker_) return;
+  {
+    std::lock_guard<std::mutex> lock(worker_->mu);
+    worker_->quit = true;
+  }
+  worker_->cv.notify_one();
+  worker_->thread.join();
+  std::vector<std::string> left = std::move(worker_->done);
+  const uint64_t dropped = worker_->dropped;
+  worker_.reset();
+  // Outputs nobody took stay takeable (take_outputs reads them below).
+  parked_ = std::move(left);
+  parked_dropped_ = dropped;
+}
+
+void Session::request_report() {
+  if (!worker_) return;
+  {
+    std::lock_guard<std::mutex> lock(worker_->mu);
+    worker_->wake = true;
+  }
+  worker_->cv.notify_one();
+}
+
+std::vector<StepOutput> Session::take_outputs() {
+  std::vector<std::string> lines = take_lines();
+  std::vector<StepOutput> out(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) out[i].json = std::move(lines[i]);
+  return out;
+}
+
+std::vector<std::string> Session::take_lines() {
+  std::vector<std::string> out = std::move(parked_);
+  parked_.clear();
+  uint64_t dropped = parked_dropped_;
+  parked_dropped_ = 0;
+  if (worker_) {
+    std::lock_guard<std::mutex> lock(worker_->mu);
+    if (out.empty()) {
+      out.swap(worker_->done);
+    } else {
+      for (auto& line : worker_->done) out.push_back(std::move(line));
+      worker_->done.clear();
+    }
+    dropped += worker_->dropped;
+    worker_->dropped = 0;
+  }
+  if (dropped > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    since_last_report_.add(Diag::reports_dropped, dropped, "reports finished in the background but not taken in time");
   }
   return out;
 }
@@ -360,7 +519,13 @@ std::vector<StepOutput> Session::finish(int64_t t_ns) {
     complete_until_ns_ = std::numeric_limits<int64_t>::max();
     finished_ = true;
   }
+  stop_worker();  // its batch in flight finishes; what it made comes first
   return collect();
+}
+
+size_t Session::findings_seen() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return totals_.findings.size();
 }
 
 uint64_t Session::steps_reported() const {

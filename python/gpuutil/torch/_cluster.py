@@ -67,6 +67,7 @@ class ClusterCollector:
     """Collector protocol: publishes this rank's steps; on the leader, assembles."""
 
     name = "cluster"
+    per_step = False  # works after each report batch (after_report)
     collects_gpu = False
 
     def __init__(self, prof: "Profile", *, interval_ms: float, timeout_s: float, leader: int) -> None:

@@ -27,6 +27,9 @@ import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from gpuutil import _core
+from gpuutil._detail import DetailSchedule
+
+_now_ns = _core.now_ns
 from gpuutil.torch import _ext
 from gpuutil.torch._fallback import PythonHooks
 from gpuutil.torch._flops_measure import FlopsMeasurement
@@ -50,10 +53,13 @@ class TorchCollector:
         function_scope: Optional[bool] = None,
         autograd_nodes: Optional[bool] = None,
     ) -> None:
-        """``function_scope``: observe FUNCTION-scope ops (every aten op pays
+        """The detail tier (on the steps ``prof.detail`` chooses; gpuutil._detail):
+
+        ``function_scope``: observe FUNCTION-scope ops (every aten op pays
         for a RecordFunction then) to catch c10d ops and ``.item()`` from
-        C++. Default: on only when torch.distributed is initialised; off,
-        ``Tensor.item`` is caught by a Python wrapper instead.
+        C++. Default: on. On the other steps ``Tensor.item`` and the
+        ``torch.distributed`` collectives are timed by Python wrappers
+        (which cost only when called).
 
         ``autograd_nodes``: observe every autograd node (BACKWARD_FUNCTION
         scope; ≈ 1 µs per node for PyTorch to build its RecordFunction).
@@ -65,13 +71,13 @@ class TorchCollector:
 
         self._prof = prof
         self._forward_hooks = forward_hooks
-        if function_scope is None:
-            import torch.distributed as dist
-
-            function_scope = dist.is_available() and dist.is_initialized()
-        self._function_scope = function_scope
+        self._function_scope = True if function_scope is None else function_scope
         self._cuda = torch.cuda.is_available()
         self._autograd_nodes = self._cuda if autograd_nodes is None else autograd_nodes
+        self._schedule = DetailSchedule(getattr(prof, "detail", "sampled"))
+        self._detail_flag = [False]  # shared with the Python hooks: the detail tier is on
+        self._index = 0  # step index since start (the schedule's)
+        self._findings_seen = 0
         self._dist = dist_module_if_initialised
         # Under torch.distributed, gloo's worker threads record each
         # collective ("gloo:*") a moment after the training thread was
@@ -91,12 +97,19 @@ class TorchCollector:
         self._ext, reason = _ext.load(build=False)
         if self._ext is not None:
             self.mode = "libtorch"
+            always = self._schedule.mode == "always" and self._function_scope
             self._hooks = PythonHooks(
-                prof, forward_hooks=self._forward_hooks, python_ranges=False, item_hook=not self._function_scope
+                prof,
+                forward_hooks=self._forward_hooks,
+                python_ranges=False,
+                item_hook=not always,
+                collectives_hook=not always,
+                detail_flag=self._detail_flag,
             )
             self._ext.drain()  # discard anything from an earlier session
             self._drainer = _core.TorchHookDrain(prof._session, self._ext.api())
-            self._ext.start(self._function_scope, self._autograd_nodes)
+            self._ext.start(self._function_scope, self._autograd_nodes, False)
+            self._set_detail(prof, self._schedule.wants(0))
         else:
             self.mode = "python"
             self._hooks = PythonHooks(prof, forward_hooks=self._forward_hooks, python_ranges=True)
@@ -110,16 +123,47 @@ class TorchCollector:
         if self._drainer is not None:
             self._drainer.drain()
 
+    def _set_detail(self, prof: "Profile", want: bool) -> None:
+        """Switches the hook's detail tier (at a step boundary) and tells the session."""
+        on = bool(self._ext.set_detail(want))
+        self._detail_flag[0] = on
+        prof._session.set_detail(_now_ns(), on)
+
     def on_step_end(self, prof: "Profile") -> None:
+        """At every step boundary (the hot path): the detail tier for the
+        next step, forward discovery's step count, FLOPs measurement while
+        it runs, the boundary times, and with CUDA the allocator sample.
+        The rings are drained before each report batch (before_report), and
+        after each detail step (its per-op ranges fill them faster)."""
+        if self._ext is not None:
+            self._index += 1
+            if self._detail_flag[0]:
+                self._drain()
+            want = self._schedule.wants(self._index)
+            if want != self._detail_flag[0]:
+                self._set_detail(prof, want)
         if self._hooks is not None:
             self._hooks.on_step_end()
         if self._flops is not None:
             self._flops.on_step_end()
+        self._prev_boundary_ns, self._boundary_ns = self._boundary_ns, _now_ns()
+        if self._cuda:
+            self._sample_allocator(prof)
+            if not self._devices_set:
+                self._devices_set = set_device_info(prof._session)
+
+    def before_report(self, prof: "Profile") -> None:
+        """Before each report batch: the hook's rings into the session (they
+        hold 4,096 ranges per thread; a batch spans report_interval_ms)."""
         self._drain()
-        self._prev_boundary_ns, self._boundary_ns = self._boundary_ns, _core.now_ns()
-        self._sample_allocator(prof)
-        if self._cuda and not self._devices_set:
-            self._devices_set = set_device_info(prof._session)
+
+    def after_report(self, prof: "Profile", final: bool = False) -> None:
+        """A finding that fired for the first time asks for a detail step
+        (culprits for it)."""
+        seen = prof._session.findings_seen
+        if seen > self._findings_seen:
+            self._findings_seen = seen
+            self._schedule.request()
 
     def _sample_allocator(self, prof: "Profile") -> None:
         """PyTorch's caching allocator per CUDA device, once per step end, as

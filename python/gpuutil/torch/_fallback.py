@@ -62,14 +62,26 @@ class PythonHooks:
     """Installs and removes the Python-level hooks for one Profile."""
 
     def __init__(
-        self, prof: "Profile", *, forward_hooks: bool = True, python_ranges: bool = True, item_hook: bool = True
+        self,
+        prof: "Profile",
+        *,
+        forward_hooks: bool = True,
+        python_ranges: bool = True,
+        item_hook: bool = True,
+        collectives_hook: bool = False,
+        detail_flag: Optional[List[bool]] = None,
     ) -> None:
         """``python_ranges=False`` installs only what the LibTorch hook does not
-        cover (optimizer step timing and boundaries, backward, forward, and
-        ``Tensor.item`` unless ``item_hook=False``)."""
+        cover (optimizer step boundaries, backward, forward, ``Tensor.item``
+        unless ``item_hook=False``, ``torch.distributed`` collectives with
+        ``collectives_hook``). ``detail_flag[0]`` is True while the hook's
+        detail tier records ``aten::item`` and ``c10d::*`` itself: those two
+        hooks then let the call through untimed."""
         self._prof = prof
         self._python_ranges = python_ranges
         self._item_hook = item_hook or python_ranges
+        self._collectives_hook = collectives_hook or python_ranges
+        self._detail = detail_flag if detail_flag is not None else [False]
         self._session = prof._session
         self._forward_hooks = forward_hooks
         self._threads: Dict[int, int] = {}
@@ -111,6 +123,7 @@ class PythonHooks:
     def install(self) -> None:
         if self._python_ranges:
             self._install_dataloader()
+        if self._collectives_hook:
             self._install_collectives()
         if self._item_hook:
             self._install_item()
@@ -147,6 +160,10 @@ class PythonHooks:
         local = self._local
         add = self._add
         prof = self._prof
+        # Recorded here in both modes: PyTorch's own "Optimizer.step#..."
+        # range (which the LibTorch hook also sees) closes only after these
+        # hooks, that is after the step boundary this post-hook makes.
+        main_ident = threading.main_thread().ident
 
         def pre(opt: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
             stack = getattr(local, "opt_stack", None)
@@ -160,7 +177,7 @@ class PythonHooks:
                 return
             start = stack.pop()
             add(f"Optimizer.step#{type(opt).__name__}.step", start, _now_ns())
-            if not stack and threading.current_thread() is threading.main_thread():
+            if not stack and threading.get_ident() == main_ident:
                 prof.auto_step_boundary()
 
         h1 = optim_mod.register_optimizer_step_pre_hook(pre)
@@ -181,12 +198,18 @@ class PythonHooks:
         if self._python_ranges:
             self._patch(torch.optim.Optimizer, "zero_grad", make)
 
-    def _timed(self, name: str, is_op: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """A patch maker: the call, timed as one range named ``name``."""
+    def _timed(
+        self, name: str, is_op: bool = True, untimed_in_detail: bool = False
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """A patch maker: the call, timed as one range named ``name``
+        (``untimed_in_detail``: not while the hook's detail tier records it)."""
         add = self._add
+        detail = self._detail if untimed_in_detail else [False]
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def timed(*args: Any, **kwargs: Any) -> Any:
+                if detail[0]:
+                    return original(*args, **kwargs)
                 start = _now_ns()
                 try:
                     return original(*args, **kwargs)
@@ -203,7 +226,7 @@ class PythonHooks:
         counters with ``.item()`` once per parameter (AdamW: ~30 calls per
         step for a small transformer), which waits for nothing and would
         only cost time and blur the optimizer's own time."""
-        timed = self._timed("aten::item")
+        timed = self._timed("aten::item", untimed_in_detail=True)
         local = self._local
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -255,7 +278,7 @@ class PythonHooks:
             return
         for fname in _COLLECTIVES:
             if hasattr(dist, fname):
-                self._patch(dist, fname, self._timed(f"c10d::{fname}"))
+                self._patch(dist, fname, self._timed(f"c10d::{fname}", untimed_in_detail=not self._python_ranges))
 
     def _install_backward(self) -> None:
         add = self._add

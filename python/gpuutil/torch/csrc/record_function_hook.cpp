@@ -2,14 +2,19 @@
 // own ranges into categorisable host ranges, built against the installed
 // torch (gpuutil/torch/_ext.py builds and loads it; docs/pytorch.md).
 //
-// Which ranges: USER_SCOPE (record_function: "enumerate(DataLoader)#...",
-// "Optimizer.step#...", user annotations, gloo's collective execution
-// "gloo:*" on its worker threads) always; BACKWARD_FUNCTION (the
-// autograd engine's "autograd::engine::evaluate_function: ...") when
-// autograd_nodes is on;
-// FUNCTION scope (every aten op) only for the names a category needs
-// (aten::item, aten::_local_scalar_dense, c10d::*, record_param_comms),
-// and only when function scope is enabled.
+// Which ranges, in two tiers (docs/pytorch.md, "Collection tiers"):
+// - always on: USER_SCOPE (record_function: "enumerate(DataLoader)#...",
+//   "Optimizer.step#...", user annotations, gloo's collective execution
+//   "gloo:*" on its worker threads), one callback that PyTorch runs only
+//   for USER_SCOPE ranges, so plain ops pay nothing for it;
+// - detail (set_detail(true), on the steps gpuutil samples): a second
+//   callback for BACKWARD_FUNCTION (the autograd engine's
+//   "autograd::engine::evaluate_function: ...") when autograd_nodes is on,
+//   and FUNCTION scope (every aten op pays for a RecordFunction then) for
+//   the names a category needs (aten::item, aten::_local_scalar_dense,
+//   c10d::*, record_param_comms) when function_scope is on. Adding and
+//   removing it is RecordFunction's own mechanism (addGlobalCallback /
+//   removeCallback), done at step boundaries only.
 //
 // Hot path (the callbacks, on the application's threads): no allocation
 // after a thread's first range, no locks, no Python: each finished range goes
@@ -46,11 +51,14 @@ using Rings = gpuutil_hook::RingSet<HookTag>;
 
 struct ThreadState {
   int depth = 0;
+  int in_optimizer = 0;  // open "Optimizer.step#..." ranges on this thread
   int64_t start_ns[kMaxDepth];
 };
 
 std::atomic<bool> g_enabled{false};
-at::CallbackHandle g_handle = 0;
+at::CallbackHandle g_handle = 0;         // USER_SCOPE, while started
+at::CallbackHandle g_detail_handle = 0;  // detail scopes, while detail is on
+bool g_function_scope = false, g_autograd_nodes = false;
 thread_local ThreadState t_state;
 
 int64_t now_ns() {
@@ -72,8 +80,12 @@ bool wanted(const at::RecordFunction& fn) {
     case at::RecordScope::BACKWARD_FUNCTION:
       return true;
     case at::RecordScope::FUNCTION: {
+      // .item() inside optimizer.step() is the optimizers' own read of
+      // their step counters (AdamW: one per parameter), which waits for
+      // nothing: not a host sync (as in the Python hooks).
       const char* n = fn.name();
-      return n[0] == 'a' ? (std::strcmp(n, "aten::item") == 0 || std::strcmp(n, "aten::_local_scalar_dense") == 0)
+      return n[0] == 'a' ? t_state.in_optimizer == 0 &&
+                               (std::strcmp(n, "aten::item") == 0 || std::strcmp(n, "aten::_local_scalar_dense") == 0)
                          : (starts_with(n, "c10d::") || starts_with(n, "record_param_comms"));
     }
     default:
@@ -86,6 +98,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   ThreadState& s = t_state;
   if (s.depth < kMaxDepth) s.start_ns[s.depth] = now_ns();
   ++s.depth;
+  if (fn.scope() == at::RecordScope::USER_SCOPE && starts_with(fn.name(), "Optimizer.step#")) ++s.in_optimizer;
   return nullptr;
 }
 
@@ -94,26 +107,50 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   ThreadState& s = t_state;
   if (s.depth <= 0) return;  // entered before the hook was enabled
   --s.depth;
+  if (s.in_optimizer > 0 && fn.scope() == at::RecordScope::USER_SCOPE && starts_with(fn.name(), "Optimizer.step#")) {
+    --s.in_optimizer;
+  }
   if (s.depth >= kMaxDepth || !g_enabled.load(std::memory_order_relaxed)) return;
   const uint8_t kind =
       fn.scope() == at::RecordScope::FUNCTION ? 1 : fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? 2 : 0;
   Rings::record(fn.name(), s.start_ns[s.depth], now_ns(), kind);
 }
 
-void start(bool function_scope, bool autograd_nodes) {
-  if (g_handle == 0) {
-    std::unordered_set<at::RecordScope, std::hash<at::RecordScope>> scopes = {at::RecordScope::USER_SCOPE};
-    if (autograd_nodes) scopes.insert(at::RecordScope::BACKWARD_FUNCTION);
-    if (function_scope) scopes.insert(at::RecordScope::FUNCTION);
-    g_handle = at::addGlobalCallback(
-        at::RecordFunctionCallback(on_enter, on_exit).needsInputs(false).needsOutputs(false).needsIds(false).scopes(
-            scopes));
+using Scopes = std::unordered_set<at::RecordScope, std::hash<at::RecordScope>>;
+
+at::CallbackHandle add_callback(const Scopes& scopes) {
+  return at::addGlobalCallback(
+      at::RecordFunctionCallback(on_enter, on_exit).needsInputs(false).needsOutputs(false).needsIds(false).scopes(
+          scopes));
+}
+
+// Turns the detail tier on or off (at a step boundary; training thread).
+// Returns whether it is on.
+bool set_detail(bool on) {
+  const bool any = g_function_scope || g_autograd_nodes;
+  if (on && any && g_handle != 0 && g_detail_handle == 0) {
+    Scopes scopes;
+    if (g_autograd_nodes) scopes.insert(at::RecordScope::BACKWARD_FUNCTION);
+    if (g_function_scope) scopes.insert(at::RecordScope::FUNCTION);
+    g_detail_handle = add_callback(scopes);
+  } else if (!on && g_detail_handle != 0) {
+    at::removeCallback(g_detail_handle);
+    g_detail_handle = 0;
   }
+  return g_detail_handle != 0;
+}
+
+void start(bool function_scope, bool autograd_nodes, bool detail) {
+  g_function_scope = function_scope;
+  g_autograd_nodes = autograd_nodes;
+  if (g_handle == 0) g_handle = add_callback({at::RecordScope::USER_SCOPE});
+  set_detail(detail);
   g_enabled.store(true);
 }
 
 void stop() {
   g_enabled.store(false);
+  set_detail(false);
   if (g_handle != 0) {
     at::removeCallback(g_handle);
     g_handle = 0;
@@ -145,7 +182,12 @@ std::string torch_version() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "gpuutil's RecordFunction observer (built against the installed torch)";
   m.def("start", &start, py::arg("function_scope") = true, py::arg("autograd_nodes") = true,
-        "Registers the observer (scopes are fixed until stop()).");
+        py::arg("detail") = true,
+        "Registers the always-on observer (USER_SCOPE) and, with detail, the detail one (FUNCTION scope when "
+        "function_scope, BACKWARD_FUNCTION when autograd_nodes); scopes are fixed until stop().");
+  m.def("set_detail", &set_detail, py::arg("on"),
+        "Adds or removes the detail observer (at a step boundary); returns whether it is on (never without "
+        "detail scopes).");
   m.def("stop", &stop, "Disables and removes the observer.");
   m.def("drain", &drain,
         "Returns ([(name, start_ns, end_ns, thread_key, kind)], dropped) since the last drain; thread_key is "

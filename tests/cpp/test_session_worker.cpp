@@ -1,0 +1,133 @@
+// The session's background reporter (Session::start_worker): the same
+// reports, byte for byte and in step order, as the synchronous collect();
+// analysis on the worker thread, not the caller's; a busy worker never
+// blocks the application's threads; finish() loses no step.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "gpuutil/session.h"
+#include "session_events.h"
+
+namespace gpuutil {
+namespace {
+
+using testing::kernel;
+using testing::range;
+
+// Steps [k*1000, k*1000+1000) with a DataLoader range and a kernel each.
+void add_steps(Session& s, uint32_t thread, int from, int to) {
+  for (int step = from; step < to; ++step) {
+    const int64_t t0 = step * 1000;
+    s.begin_step(step, t0);
+    s.add_range(range(s, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", t0, t0 + 300, thread, false));
+    s.add_activity(kernel(s, t0 + 400, t0 + 900));
+    s.end_step(t0 + 1000);
+  }
+}
+
+std::vector<std::string> jsons(const std::vector<StepOutput>& outs) {
+  std::vector<std::string> v;
+  for (const auto& o : outs) v.push_back(o.json);
+  return v;
+}
+
+// Takes the worker's outputs until `n` arrived (bounded wait).
+std::vector<StepOutput> take_until(Session& s, size_t n) {
+  std::vector<StepOutput> all;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (all.size() < n && std::chrono::steady_clock::now() < deadline) {
+    for (auto& o : s.take_outputs()) all.push_back(std::move(o));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return all;
+}
+
+TEST(SessionWorker, ReportsAreTheSynchronousOnesByteForByteInStepOrder) {
+  Session sync(SessionOptions{});
+  Session bg(SessionOptions{});
+  bg.start_worker();
+  const uint32_t ts = sync.thread_index(1, 1, "main");
+  const uint32_t tb = bg.thread_index(1, 1, "main");
+  std::vector<StepOutput> a, b;
+  for (int batch = 0; batch < 5; ++batch) {  // batches of 1..5 steps, each requested at its end
+    const int from = batch * (batch + 1) / 2, to = from + batch + 1;
+    add_steps(sync, ts, from, to);
+    add_steps(bg, tb, from, to);
+    sync.mark_complete_until(to * 1000);
+    for (auto& o : sync.collect()) a.push_back(std::move(o));
+    bg.mark_complete_until(to * 1000);
+    bg.request_report();
+    for (auto& o : take_until(bg, static_cast<size_t>(to) - b.size())) b.push_back(std::move(o));
+  }
+  ASSERT_EQ(a.size(), 15u);
+  EXPECT_EQ(jsons(a), jsons(b));
+  EXPECT_EQ(bg.steps_reported(), 15u);
+}
+
+TEST(SessionWorker, AnalysesOnItsOwnThreadAndCollectGetsWhatItMadeFirst) {
+  Session s(SessionOptions{});
+  std::atomic<int> off_thread{0}, on_thread{0};
+  const auto caller = std::this_thread::get_id();
+  s.set_step_callback([&](const StepOutput&) { (std::this_thread::get_id() == caller ? on_thread : off_thread)++; });
+  s.start_worker();
+  const uint32_t t = s.thread_index(1, 1, "main");
+  add_steps(s, t, 0, 3);
+  s.mark_complete_until(3000);
+  s.request_report();
+  while (s.steps_reported() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(off_thread.load(), 3);
+  add_steps(s, t, 3, 5);
+  s.mark_complete_until(5000);
+  const auto out = s.collect();  // the worker's 3 (not taken yet, JSON only), then 2 analysed here
+  ASSERT_EQ(out.size(), 5u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(nlohmann::json::parse(out[i].json)["steps"][0]["step"], static_cast<int64_t>(i));
+    EXPECT_EQ(out[i].report.steps.empty(), i < 3);
+  }
+  EXPECT_EQ(on_thread.load(), 2);
+}
+
+TEST(SessionWorker, TheApplicationNeverWaitsForABusyWorker) {
+  // The worker held up inside a batch (its step callback blocks, after the
+  // results were recorded): steps and ranges are still accepted meanwhile.
+  Session s(SessionOptions{});
+  std::atomic<bool> release{false}, in_batch{false};
+  s.set_step_callback([&](const StepOutput&) {
+    in_batch = true;
+    while (!release) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  s.start_worker();
+  const uint32_t t = s.thread_index(1, 1, "main");
+  add_steps(s, t, 0, 2);
+  s.mark_complete_until(2000);
+  s.request_report();
+  while (!in_batch) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto t0 = std::chrono::steady_clock::now();
+  add_steps(s, t, 2, 200);  // would block on the lock if the worker held it
+  const auto spent = std::chrono::steady_clock::now() - t0;
+  release = true;
+  EXPECT_LT(spent, std::chrono::seconds(2));
+  s.mark_complete_until(200'000);
+  EXPECT_EQ(s.finish(200'000).size(), 200u);
+}
+
+TEST(SessionWorker, FinishStopsTheWorkerAndLosesNoStep) {
+  Session s(SessionOptions{});
+  s.start_worker();
+  const uint32_t t = s.thread_index(1, 1, "main");
+  add_steps(s, t, 0, 50);
+  s.mark_complete_until(20'000);
+  s.request_report();  // a batch may be in flight while finish() runs
+  const auto out = s.finish(50'000);
+  ASSERT_EQ(out.size(), 50u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(nlohmann::json::parse(out[i].json)["steps"][0]["step"], static_cast<int64_t>(i));
+  }
+}
+
+}  // namespace
+}  // namespace gpuutil
