@@ -19,10 +19,15 @@ the CPU-time difference):
 Loops (``--loop``; one DataLoader fetch and a ``loss.item()`` per step
 except ``mlp``):
 
-  small        3-layer MLP, width 128, batch 32, SGD          (≈ 1 ms per step here)
+  small        3-layer MLP, width 256, batch 32, SGD          (≈ 1 ms per step here)
   wide         3-layer MLP, width 512, batch 128, SGD         (≈ 6 ms)
   mlp          3-layer MLP, width 1024, batch 256, SGD, no .item() (≈ 21 ms)
   transformer  2-layer transformer-encoder LM, AdamW          (≈ 20 ms)
+
+Each round first runs ``--warmup-steps`` untimed steps under its setting
+(a profile's start: forward discovery, the detail tier's first steps, the
+first report batch), whose extra CPU time is printed apart as the start
+cost; the table is the steady state after them.
 
 ``--dist`` initialises torch.distributed first (gloo, one rank).
 ``--extra-ops 0,30,300,1000`` adds K tiny ops per step (``h + 1`` on a
@@ -66,7 +71,7 @@ class TinyLM(torch.nn.Module):
 
 #: --loop presets: (model kind, width, batch, loss.item() per step)
 LOOPS = {
-    "small": ("mlp", 128, 32, True),
+    "small": ("mlp", 256, 32, True),
     "wide": ("mlp", 512, 128, True),
     "mlp": ("mlp", 1024, 256, False),
     "transformer": ("transformer", 0, 8, True),
@@ -188,20 +193,26 @@ SETTINGS = {
 }
 
 
-def measure(run, names: "list[str]", steps: int, rounds: int):
-    """Interleaved rounds; per setting the lists of steps/s and CPU ms/step."""
+def measure(run, names: "list[str]", steps: int, rounds: int, warmup: int):
+    """Interleaved rounds; per setting the lists of steps/s and CPU ms/step
+    of the timed steps, and the CPU ms of the ``warmup`` steps each round
+    runs first under the same setting (a profile's first steps: discovery,
+    the first report batch; reported apart as the start cost)."""
     rates = {k: [] for k in names}
     cpu_ms = {k: [] for k in names}
+    start_ms = {k: [] for k in names}
     for round_no in range(rounds):
         # Alternate the order every round so slow drift in machine load
         # does not favour the settings that run first.
         order = names if round_no % 2 == 0 else names[::-1]
         for name in order:
             with SETTINGS[name]() as step_fn:
+                if warmup:
+                    start_ms[name].append(run(warmup, step_fn)[1] * warmup)
                 rate, cpu = run(steps, step_fn)
             rates[name].append(rate)
             cpu_ms[name].append(cpu)
-    return rates, cpu_ms
+    return rates, cpu_ms, start_ms
 
 
 def paired(values: "dict[str, list[float]]", name: str, higher_is_better: bool) -> "tuple[float, float, float]":
@@ -218,7 +229,11 @@ def fixed_us(cpu_ms: "dict[str, list[float]]", name: str) -> float:
     return statistics.median(1000.0 * (v - b) for v, b in zip(cpu_ms[name], cpu_ms["baseline"]))
 
 
-def report(names, rates, cpu_ms, rounds: int, markdown: bool) -> None:
+def report(names, rates, cpu_ms, start_ms, rounds: int, markdown: bool) -> None:
+    if any(start_ms.values()):
+        starts = {n: statistics.median(a - b for a, b in zip(start_ms[n], start_ms["baseline"])) for n in names}
+        print("start cost (CPU ms over the untimed first steps, paired median vs baseline): " +
+              ", ".join(f"{n} {v:+.2f}" for n, v in starts.items() if n != "baseline"))
     rows = []
     for name in names:
         rows.append((name, statistics.median(rates[name]), paired(rates, name, True), statistics.median(cpu_ms[name]),
@@ -254,6 +269,8 @@ def main() -> None:
                     help="comma-separated, from: " + ", ".join(SETTINGS))
     ap.add_argument("--extra-ops", default="0", help="tiny ops added per step; a comma list runs a sweep")
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--warmup-steps", type=int, default=20,
+                    help="steps each round runs under its setting before timing (start cost, reported apart)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--width", type=int, default=None)
     ap.add_argument("--batch", type=int, default=None)
@@ -282,8 +299,8 @@ def main() -> None:
         ops = run.count_ops()
         print(f"loop {loop}{' (torch.distributed: gloo, 1 rank)' if args.dist else ''}, extra ops {k}: "
               f"{ops} aten ops per step; {args.rounds} rounds x {args.steps} steps")
-        rates, cpu_ms = measure(run, names, args.steps, args.rounds)
-        report(names, rates, cpu_ms, args.rounds, args.markdown)
+        rates, cpu_ms, start_ms = measure(run, names, args.steps, args.rounds, args.warmup_steps)
+        report(names, rates, cpu_ms, start_ms, args.rounds, args.markdown)
 
 
 if __name__ == "__main__":

@@ -16,53 +16,30 @@ Public API (importing gpuutil never requires torch)::
     print(gpuutil.format(prof.summary()))               # the text a person reads
 
 The report's fields are documented in docs/report-schema.md.
+
+The names below are loaded on first use (PEP 562), so ``import gpuutil``
+costs almost nothing and the command line starts fast; ``import gpuutil``
+still claims NVTX injection at once (gpuutil._nvtx_env).
 """
 
-from gpuutil._api import (
-    DIAGNOSTICS,
-    DTYPES,
-    REPORT_SCHEMA,
-    TraceError,
-    __version__,
-    analyze,
-    analyze_json,
-)
-from gpuutil._format import format  # noqa: A004 - gpuutil.format(report | summary | cluster record)
-from gpuutil._profile import Profile, profile, register_collector
+from gpuutil._nvtx_env import claim_nvtx_injection as _claim_nvtx_injection
 
-try:  # live CUPTI collector; gpuutil stays usable (host-only) without it
-    from gpuutil import _live  # noqa: F401
-except ImportError:  # pragma: no cover - a build without live_bindings
-    pass
+_claim_nvtx_injection()
 
-
-def _torch_collector(prof: Profile):  # type: ignore[no-untyped-def]
-    # The PyTorch hook attaches only when the program already imported torch:
-    # `import gpuutil` itself never imports it.
-    import sys
-
-    if "torch" not in sys.modules:
-        return None
-    from gpuutil.torch import TorchCollector
-
-    return TorchCollector(prof)
-
-
-def _cluster_collector(prof: Profile):  # type: ignore[no-untyped-def]
-    # The cross-rank view needs torch.distributed; like the PyTorch hook it
-    # attaches only when the program imported torch (docs/distributed.md).
-    import sys
-
-    if "torch" not in sys.modules or not prof.cluster_options["enabled"]:
-        return None
-    from gpuutil.torch._cluster import ClusterCollector
-
-    o = prof.cluster_options
-    return ClusterCollector(prof, interval_ms=o["interval_ms"], timeout_s=o["timeout_s"], leader=o["leader"])
-
-
-register_collector(_torch_collector)
-register_collector(_cluster_collector)
+#: public name -> the submodule that defines it
+_LAZY = {
+    "DIAGNOSTICS": "_api",
+    "DTYPES": "_api",
+    "REPORT_SCHEMA": "_api",
+    "TraceError": "_api",
+    "__version__": "_api",
+    "analyze": "_api",
+    "analyze_json": "_api",
+    "format": "_format",
+    "Profile": "_profile",
+    "profile": "_profile",
+    "register_collector": "_profile",
+}
 
 __all__ = [
     "DIAGNOSTICS",
@@ -77,3 +54,25 @@ __all__ = [
     "profile",
     "register_collector",
 ]
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    import importlib
+
+    module = _LAZY.get(name)
+    if module is None:
+        # A submodule not imported yet (gpuutil._core, gpuutil.export, ...),
+        # as the package's eager imports used to make them attributes.
+        try:
+            return importlib.import_module(f"gpuutil.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"gpuutil.{name}":
+                raise
+            raise AttributeError(f"module 'gpuutil' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"gpuutil.{module}"), name)
+    globals()[name] = value  # later lookups do not come here
+    return value
+
+
+def __dir__() -> "list[str]":
+    return sorted(set(globals()) | set(__all__))

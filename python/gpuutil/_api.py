@@ -9,14 +9,16 @@ any C++ runs; the C++ side releases the GIL while it works.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from gpuutil import _core
 
-PathLike = Union[str, "os.PathLike[str]"]
+TYPE_CHECKING = False  # typing is not imported at run time (start-up time)
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+    PathLike = Union[str, "os.PathLike[str]"]
 
 #: The JSON report schema id this build writes, e.g. ``"gpuutil.report/1"``.
 REPORT_SCHEMA: str = _core.report_schema()
@@ -128,4 +130,6 @@ def analyze(
     text = analyze_json(
         path_or_paths, flops_per_step=flops_per_step, dtype=dtype, peak_tflops=peak_tflops
     )
+    import json
+
     return json.loads(text)

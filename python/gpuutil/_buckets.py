@@ -7,3 +7,6 @@ IDLE_CAUSES = ("dataloader", "host_sync", "collective", "launch", "host", "depen
 
 #: Every key of ``breakdown_ns``; they sum to ``wall_ns``.
 BREAKDOWN_KEYS = ("compute", "communication", "memory") + tuple(f"idle_{c}" for c in IDLE_CAUSES)
+
+#: Every key of a host thread's ``breakdown_ns``; they sum to its ``wall_ns``.
+HOST_CATEGORIES = ("dataloader", "forward", "backward", "optimizer", "host_sync", "collective", "other")

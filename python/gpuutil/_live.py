@@ -1,6 +1,6 @@
 """Live collection for ``gpuutil.profile()``: CUPTI activity records and NVTX ranges.
 
-Registers a collector factory with :func:`gpuutil.register_collector`. The
+Its collector factories are registered by gpuutil._profile. The CUPTI
 collector starts the C++ CUPTI collector (``gpuutil._core.LiveCollector``),
 which loads libcupti at run time. When it cannot run (no driver or GPU, a
 CUPTI version mismatch, another CUPTI client such as torch.profiler or
@@ -13,11 +13,11 @@ passed to C++ as candidates (C++ first reuses a libcupti already loaded, for
 example by torch; ``GPUUTIL_CUPTI_LIBRARY`` overrides everything).
 Set ``GPUUTIL_CUPTI=off`` to skip GPU collection.
 
-NVTX: importing this module points ``NVTX_INJECTION64_PATH`` at the
-packaged ``libgpuutil_nvtx.so`` unless another tool (Nsight Systems) already
-set it; NVTX reads the variable on each binary's first NVTX call, so
-``import gpuutil`` must come before the first ``torch.cuda.nvtx`` call. The
-NVTX collector never turns GPU collection off: when it cannot run, each
+NVTX: ``import gpuutil`` points ``NVTX_INJECTION64_PATH`` at the packaged
+``libgpuutil_nvtx.so`` unless another tool (Nsight Systems) already set it
+(gpuutil._nvtx_env); NVTX reads the variable on each binary's first NVTX
+call, so ``import gpuutil`` must come before the first ``torch.cuda.nvtx``
+call. The NVTX collector never turns GPU collection off: when it cannot run, each
 report carries the ``nvtx_collection_off`` diagnostic with the reason.
 """
 
@@ -28,24 +28,12 @@ import sys
 from typing import TYPE_CHECKING, Any, List, Optional
 
 from gpuutil import _core
-from gpuutil._profile import register_collector
+from gpuutil._nvtx_env import NVTX_LIBRARY, claim_nvtx_injection
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuutil._profile import Profile
 
-#: The packaged NVTX injection library.
-NVTX_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libgpuutil_nvtx.so")
-
-
-def _claim_nvtx_injection() -> None:
-    """Sets NVTX_INJECTION64_PATH to our library if no other tool owns it."""
-    if not os.path.exists(NVTX_LIBRARY):
-        return
-    if not os.environ.get("NVTX_INJECTION64_PATH"):
-        os.environ["NVTX_INJECTION64_PATH"] = NVTX_LIBRARY
-
-
-_claim_nvtx_injection()
+claim_nvtx_injection()  # also done by `import gpuutil`; here for direct imports
 
 #: Where the CUPTI wheels put libcupti, relative to a sys.path entry.
 _WHEEL_LIB_DIRS = ("nvidia/cu13/lib", "nvidia/cuda_cupti/lib")
@@ -184,6 +172,3 @@ def _factory(prof: "Profile") -> Optional[CuptiCollector]:
 def _nvtx_factory(prof: "Profile") -> Optional[NvtxCollector]:
     return NvtxCollector(prof)
 
-
-register_collector(_factory)
-register_collector(_nvtx_factory)

@@ -11,7 +11,9 @@ Cluster records (``gpuutil.cluster/1``) are skipped. Pure functions.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Dict, List, Tuple
 
 
 def _is_file_of_reports(head: bytes) -> bool:
@@ -54,14 +56,27 @@ def merge_reports(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
             for cause, v in culprits.get(key, {}).items()
         }
     findings: Dict[str, Dict[str, Any]] = {}
+    worst: Dict[str, Tuple[int, Any, Dict[str, Any]]] = {}  # id -> (recoverable ns, step, finding) of its worst step
+    seen_in: Dict[str, int] = {}
     wall_total = sum(s.get("wall_ns", 0) for s in steps)
     for r in reports:
+        step = (r.get("steps") or [{}])[0].get("step")
         for f in r.get("findings", []):
             m = findings.setdefault(f["id"], dict(f, recoverable_ns=0))
-            m.update({k: f[k] for k in ("title", "evidence", "fix") if k in f})
             m["recoverable_ns"] += f.get("recoverable_ns", 0)
-    for f in findings.values():
+            seen_in[f["id"]] = seen_in.get(f["id"], 0) + 1
+            if f["id"] not in worst or f.get("recoverable_ns", 0) > worst[f["id"]][0]:
+                worst[f["id"]] = (f.get("recoverable_ns", 0), step, f)
+    for fid, f in findings.items():
+        # A per-step title quotes that step's numbers; over the run, say how
+        # often it fired and what it costs in all, and quote the worst step.
         f["share_of_wall"] = f["recoverable_ns"] / wall_total if wall_total else None
+        _, step, w = worst[fid]
+        share = f"{100.0 * f['share_of_wall']:.1f}% of step time recoverable" if wall_total else "recoverable time unknown"
+        f["title"] = f"{fid} in {seen_in[fid]} of {len(reports)} steps: {share}"
+        f["evidence"] = f"worst step {step}: {w.get('title', '')}; {w.get('evidence', '')}".rstrip("; ")
+        if "fix" in w:
+            f["fix"] = w["fix"]
     ranked = sorted(findings.values(), key=lambda f: -f["recoverable_ns"])
     diags: Dict[str, Dict[str, Any]] = {}
     for r in reports:

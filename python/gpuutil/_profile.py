@@ -772,3 +772,40 @@ def profile(
         cluster_leader=cluster_leader,
         detail=detail,
     )
+
+
+# -- the built-in collectors, tried in this order at start ---------------------
+def _torch_collector(prof: Profile):  # type: ignore[no-untyped-def]
+    # The PyTorch hook attaches only when the program already imported torch:
+    # `import gpuutil` itself never imports it.
+    if "torch" not in sys.modules:
+        return None
+    from gpuutil.torch import TorchCollector
+
+    return TorchCollector(prof)
+
+
+def _cluster_collector(prof: Profile):  # type: ignore[no-untyped-def]
+    # The cross-rank view needs torch.distributed; like the PyTorch hook it
+    # attaches only when the program imported torch (docs/distributed.md).
+    if "torch" not in sys.modules or not prof.cluster_options["enabled"]:
+        return None
+    from gpuutil.torch._cluster import ClusterCollector
+
+    o = prof.cluster_options
+    return ClusterCollector(prof, interval_ms=o["interval_ms"], timeout_s=o["timeout_s"], leader=o["leader"])
+
+
+def _register_builtin_collectors() -> None:
+    try:  # live CUPTI and NVTX collectors; gpuutil stays usable (host-only) without them
+        from gpuutil import _live
+    except ImportError:  # pragma: no cover - a build without live_bindings
+        pass
+    else:
+        register_collector(_live._factory)
+        register_collector(_live._nvtx_factory)
+    register_collector(_torch_collector)
+    register_collector(_cluster_collector)
+
+
+_register_builtin_collectors()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from gpuutil._buckets import IDLE_CAUSES
+from gpuutil._buckets import HOST_CATEGORIES, IDLE_CAUSES
 _NAME_WIDTH = 60
 
 
@@ -170,7 +170,7 @@ def device_summaries(report: Dict[str, Any]) -> List[str]:
     return lines
 
 
-_HOST_CATEGORIES = ("dataloader", "forward", "backward", "optimizer", "host_sync", "collective", "other")
+_HOST_CATEGORIES = HOST_CATEGORIES
 
 
 def host_summaries(report: Dict[str, Any]) -> List[str]:

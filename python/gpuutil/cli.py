@@ -22,14 +22,24 @@ docs/cli.md.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
-from typing import Any, Dict, List, Optional, Sequence
 
 from gpuutil import _api
-from gpuutil._table import render_report
+
+# Start-up time matters here (a CLI that reads a small trace is mostly
+# start-up): json, typing, the table renderer and the exporters are imported
+# where they are used, after the trace is read.
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # pragma: no cover
+    from typing import Any, Dict, List, Optional, Sequence
+
+
+def render_report(report: "Dict[str, Any]", finance: "Any" = None) -> str:
+    from gpuutil._table import render_report as render
+
+    return render(report, finance) if finance is not None else render(report)
 
 _PROGRESS_MIN_BYTES = 5 * 1024 * 1024
 
@@ -54,8 +64,11 @@ def _indent(text: str) -> int:
     return v
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (exposed for docs and tests)."""
+def build_parser(only: "Optional[str]" = None) -> argparse.ArgumentParser:
+    """The argument parser (exposed for docs and tests). ``only``: build just
+    that command's sub-parser (main() does, when the command is known, so
+    that `gpuutil analyze` does not import what `compare` needs)."""
+
     parser = argparse.ArgumentParser(
         prog="gpuutil",
         description="Step-level GPU utilization accounting: where every nanosecond of each step went.",
@@ -63,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpuutil {_api.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    if only == "compare":
+        _add_compare_parser(sub)
+        return parser
+    if only == "export":
+        _add_export_parser(sub)
+        return parser
     a = sub.add_parser(
         "analyze",
         help="analyse PyTorch profiler / Kineto trace files",
@@ -89,8 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="tokens the whole job processes per step")
     fin.add_argument("--quality", type=_unit_float, default=None, metavar="Q",
                      help="fraction of useful output, 0-1, for OEE = availability x performance x quality")
-    _add_compare_parser(sub)
-    _add_export_parser(sub)
+    if only is None:
+        _add_compare_parser(sub)
+        _add_export_parser(sub)
     return parser
 
 
@@ -193,6 +213,8 @@ def _add_compare_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _compare(args: argparse.Namespace) -> int:
+    import json
+
     from gpuutil import compare
 
     try:
@@ -253,7 +275,7 @@ def _progress(paths: Sequence[str]) -> None:
 def _own_reports(paths: List[str]) -> Optional[Dict[str, Any]]:
     """gpuutil's own output (a report JSON or a steps JSONL) as one report,
     or None when the input is trace files."""
-    from gpuutil import _merge, compare
+    from gpuutil import _merge
 
     if len(paths) != 1 or paths[0] == "-":
         return None
@@ -264,12 +286,22 @@ def _own_reports(paths: List[str]) -> Optional[Dict[str, Any]]:
         return None  # the trace path reports it
     if not _merge._is_file_of_reports(head):
         return None
-    return _merge.merge_reports(compare.load_run(paths[0]))
+    from gpuutil import compare
+
+    try:
+        return _merge.merge_reports(compare.load_run(paths[0]))
+    except compare.RunError as e:
+        raise _OwnReportsError(str(e)) from None
+
+
+class _OwnReportsError(Exception):
+    """gpuutil's own reports that cannot be read (one line)."""
 
 
 def _stdin_to_file(paths: List[str], keep: List[Any]) -> List[str]:
     """`-` is standard input (a pipe: `zcat t.json.gz | gpuutil analyze -`),
     spooled to a temporary file the importer can read (gzip or not)."""
+
     if "-" not in paths:
         return paths
     import shutil
@@ -283,14 +315,14 @@ def _stdin_to_file(paths: List[str], keep: List[Any]) -> List[str]:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from gpuutil import compare
+    import json
 
     spools: List[Any] = []
     paths = _stdin_to_file([os.fsdecode(p) for p in args.traces], spools)
     as_json = args.json or args.indent is not None
     try:
         own = _own_reports(paths)
-    except compare.RunError as e:
+    except _OwnReportsError as e:
         return _error(str(e), 2)
     if own is not None:  # gpuutil's own reports: shown as they are (nothing to re-analyse)
         if as_json:
@@ -336,6 +368,7 @@ def _cli_flags(text: str) -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``gpuutil`` console script; returns the exit code."""
+
     # Never die on a terminal that cannot show a character of a kernel name.
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
@@ -344,7 +377,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 reconfigure(errors="replace")
             except (ValueError, OSError):
                 pass
-    args = build_parser().parse_args(argv)
+    raw = sys.argv[1:] if argv is None else argv
+    command = raw[0] if raw and raw[0] in ("analyze", "compare", "export") else None
+    args = build_parser(command).parse_args(argv)
     try:
         if args.command == "analyze":
             return _analyze(args)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from gpuutil._buckets import IDLE_CAUSES
+from gpuutil._report_check import check_report
 
 #: host breakdown category -> its compare metric
 _HOST_METRICS = {
@@ -125,6 +126,10 @@ def load_run(path: str, *, cluster_records: bool = False) -> List[Dict[str, Any]
             continue
         if not str(r.get("schema", "")).startswith("gpuutil.report/") or not isinstance(r.get("steps"), list):
             raise RunError(f"cannot read {path}: not a gpuutil report (no 'schema: gpuutil.report/N' with steps)")
+        try:
+            check_report(r, f"report {len(out) + 1}" if len(reports) > 1 else "report")
+        except ValueError as e:
+            raise RunError(f"cannot read {path}: {e}") from None
         out.append(r)
     if not any(str(r.get("schema", "")).startswith("gpuutil.report/") for r in out):
         raise RunError(f"cannot read {path}: no gpuutil step report in it")

@@ -93,3 +93,24 @@ def test_analyze_takes_gpuutil_own_jsonl_and_report_and_perfetto_says_why_not(tm
     perfetto = subprocess.run([*run, "export", "perfetto", str(out)], capture_output=True, text=True)
     assert perfetto.returncode == 2
     assert perfetto.stderr.count("\n") == 1 and "holds gpuutil reports, not a trace" in perfetto.stderr
+
+
+def test_merged_jsonl_findings_state_the_run_not_one_steps_share(tmp_path):
+    """A finding merged over a run's steps: the title says in how many steps
+    it fired and the run's recoverable share; the worst step is quoted as
+    evidence (a step's own title quotes only that step's numbers)."""
+    from gpuutil import _merge
+
+    def report(step: int, wall: int, rec: int):
+        f = {"id": "host_dataloader", "title": f"The training thread waits for the next batch {100 * rec / wall:.1f}%"
+             " of step time", "evidence": f"{rec} ns", "fix": "more workers", "recoverable_ns": rec}
+        return {"schema": "gpuutil.report/1", "steps": [{"step": step, "start_ns": step * wall,
+                "end_ns": (step + 1) * wall, "wall_ns": wall, "devices": [], "host": []}],
+                "summary": {"devices": []}, "findings": [f] if rec else [], "diagnostics": []}
+
+    merged = _merge.merge_reports([report(0, 1000, 800), report(1, 1000, 100), report(2, 1000, 0)])
+    f = merged["findings"][0]
+    assert f["title"] == "host_dataloader in 2 of 3 steps: 30.0% of step time recoverable"
+    assert f["evidence"].startswith("worst step 0: The training thread waits for the next batch 80.0%")
+    assert f["share_of_wall"] == 0.3 and f["recoverable_ns"] == 900
+    assert merged["summary"]["top_finding"] == f

@@ -13,6 +13,8 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 namespace gpuutil {
@@ -90,13 +92,16 @@ class Diagnostics {
   // find the offending input, e.g. "event #1234: missing ts".
   void add(Diag d, uint64_t n = 1, std::string_view example = {});
   uint64_t count(Diag d) const { return counts_[static_cast<size_t>(d)]; }
-  const std::string& example(Diag d) const { return examples_[static_cast<size_t>(d)]; }
+  // The first example given for d ("" when none was).
+  const std::string& example(Diag d) const;
   void merge(const Diagnostics& other);
   bool any_error() const;
 
  private:
   std::array<uint64_t, kDiagCount> counts_{};
-  std::array<std::string, kDiagCount> examples_{};
+  // Only the diagnostics that have an example (few), so that making,
+  // copying and merging one (once per live step report) stays cheap.
+  std::vector<std::pair<Diag, std::string>> examples_;
 };
 
 }  // namespace gpuutil

@@ -24,18 +24,25 @@ const char* to_string(Severity s) {
 
 const DiagInfo& diag_info(Diag d) { return kInfos[static_cast<size_t>(d)]; }
 
+const std::string& Diagnostics::example(Diag d) const {
+  static const std::string kNone;
+  for (const auto& [diag, text] : examples_) {
+    if (diag == d) return text;
+  }
+  return kNone;
+}
+
 void Diagnostics::add(Diag d, uint64_t n, std::string_view example) {
-  const auto i = static_cast<size_t>(d);
-  counts_[i] += n;
-  if (examples_[i].empty() && !example.empty()) {
-    examples_[i] = std::string(example.substr(0, kMaxExampleBytes));
+  counts_[static_cast<size_t>(d)] += n;
+  if (!example.empty() && this->example(d).empty()) {
+    examples_.emplace_back(d, std::string(example.substr(0, kMaxExampleBytes)));
   }
 }
 
 void Diagnostics::merge(const Diagnostics& other) {
-  for (size_t i = 0; i < kDiagCount; ++i) {
-    counts_[i] += other.counts_[i];
-    if (examples_[i].empty()) examples_[i] = other.examples_[i];
+  for (size_t i = 0; i < kDiagCount; ++i) counts_[i] += other.counts_[i];
+  for (const auto& [diag, text] : other.examples_) {
+    if (example(diag).empty()) examples_.emplace_back(diag, text);
   }
 }
 

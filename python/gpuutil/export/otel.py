@@ -20,6 +20,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the packag
                       "opentelemetry-api opentelemetry-sdk)") from e
 
 from gpuutil._buckets import IDLE_CAUSES
+from gpuutil._report_check import check_report
 _BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
 
 
@@ -48,6 +49,12 @@ class OtelRecorder:
 
 
 def record_reports(reports: Iterable[Dict[str, Any]], meter: Optional[Any] = None) -> OtelRecorder:
+    """Records reports read back from files (each is checked first: a
+    malformed one raises ValueError naming its first bad field, before
+    anything is recorded)."""
+    reports = list(reports)
+    for i, r in enumerate(reports):
+        check_report(r, f"report {i}")
     rec = OtelRecorder(meter)
     for r in reports:
         rec.add(r)

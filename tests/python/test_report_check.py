@@ -1,0 +1,123 @@
+"""Reading gpuutil's own reports back (report JSON, steps JSONL): every
+reader (analyze, compare, export html and prometheus, the OpenTelemetry
+recorder) accepts what gpuutil writes, and a report with a wrongly typed or
+missing field fails with one line naming that field, never a traceback.
+The mutations are fuzzed over every field of real reports."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import random
+import contextlib
+from pathlib import Path
+
+import pytest
+
+import gpuutil
+from gpuutil import cli
+from gpuutil._report_check import check_report
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+DEVICE_TRACE = TRACES / "hta_train_v100_dataloader_nccl_rank1.json.gz"
+
+
+def live_report() -> dict:
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        for _ in range(2):
+            with prof.step():
+                pass
+    return prof.reports[0]
+
+
+def device_report() -> dict:
+    if not DEVICE_TRACE.is_file():
+        pytest.skip(f"the shared real GPU traces are not at {TRACES} (a clone without ../shared)")
+    return gpuutil.analyze(str(DEVICE_TRACE))
+
+
+def test_every_real_trace_report_and_a_live_report_pass_the_check():
+    check_report(live_report())
+    if not TRACES.is_dir():
+        pytest.skip(f"the shared real GPU traces are not at {TRACES} (a clone without ../shared)")
+    for path in sorted(TRACES.glob("*.json*")):
+        check_report(gpuutil.analyze(str(path)), path.name)
+
+
+def test_a_wrongly_typed_field_is_named_in_one_line():
+    r = live_report()
+    r["steps"][0]["wall_ns"] = "12"
+    with pytest.raises(ValueError, match=r"^report\.steps\[0\]\.wall_ns is a string, not an integer$"):
+        check_report(r)
+    r = live_report()
+    del r["summary"]
+    with pytest.raises(ValueError, match=r"^report\.summary is missing$"):
+        check_report(r)
+    r = live_report()
+    r["steps"][0]["detail"] = 1
+    with pytest.raises(ValueError, match="detail is a number, not a boolean"):
+        check_report(r)
+
+
+def _paths(value, prefix=()):
+    """Every (path, value) in a JSON document, containers included."""
+    yield prefix, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, prefix + (i,))
+
+
+def _set(doc, path, value):
+    """Sets the value at path (nothing when an earlier mutation replaced a container on it)."""
+    try:
+        for p in path[:-1]:
+            doc = doc[p]
+        doc[path[-1]] = value
+    except (TypeError, KeyError, IndexError):
+        pass
+
+
+def _run_cli(*argv: str) -> "tuple[int, str]":
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = cli.main(list(argv))
+    return code, err.getvalue()
+
+
+@pytest.mark.parametrize("source", ["live", "device"])
+def test_fuzzed_reports_never_make_a_reader_raise(tmp_path, source):
+    base = live_report() if source == "live" else device_report()
+    paths = [p for p, _ in _paths(base) if p]
+    rng = random.Random(1234)
+    wrong = ["x", 1.5, None, [], {}, True, -7, {"a": 1}, ["y"]]
+    out = tmp_path / "o"
+    otel = pytest.importorskip("gpuutil.export.otel") if _have_otel() else None
+    for trial in range(200):
+        doc = json.loads(json.dumps(base))
+        for _ in range(rng.choice((1, 1, 2))):
+            _set(doc, rng.choice(paths), copy.deepcopy(rng.choice(wrong)))
+        f = tmp_path / f"r{trial}.json"
+        f.write_text(json.dumps(doc))
+        for argv in (("analyze", str(f)), ("analyze", "--json", str(f)), ("compare", str(f), str(f)),
+                     ("export", "html", str(f), "-o", str(out)), ("export", "prometheus", str(f), "-o", str(out))):
+            code, err = _run_cli(*argv)  # an exception here fails the test
+            assert code in (0, 1, 2), (argv, code)
+            if code == 2:  # unreadable, or (compare) a gated metric it does not have
+                assert err.count("\n") == 1 and err.startswith("gpuutil: error: "), (argv, err)
+        if otel is not None:
+            try:
+                otel.record_reports([doc])
+            except ValueError as e:
+                assert "\n" not in str(e)
+
+
+def _have_otel() -> bool:
+    try:
+        import opentelemetry  # noqa: F401
+    except ImportError:
+        return False
+    return True
