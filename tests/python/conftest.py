@@ -86,3 +86,40 @@ def installed_gpuutil():
         "tests must run against the installed package, not the source tree"
     )
     return gpuutil
+
+
+@pytest.fixture
+def all_reduce_steps():
+    """Runs three optimizer steps of a small model with a real (gloo, one
+    rank) all_reduce of every gradient in each, under
+    ``gpuutil.profile(report_interval_ms=0, **profile_kwargs)``; returns the
+    first three reports. The process group is torn down afterwards."""
+    torch = pytest.importorskip("torch")
+    import socket
+
+    import torch.distributed as dist
+
+    import gpuutil
+
+    def run(**profile_kwargs):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+        try:
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            with gpuutil.profile(report_interval_ms=0, **profile_kwargs) as prof:
+                for _ in range(3):
+                    loss = model(torch.randn(4, 16)).sum()
+                    opt.zero_grad()
+                    loss.backward()
+                    for p in model.parameters():
+                        dist.all_reduce(p.grad)
+                    opt.step()
+            return list(prof.reports)[:3]
+        finally:
+            dist.destroy_process_group()
+
+    return run

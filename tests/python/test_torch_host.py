@@ -237,37 +237,17 @@ def test_libtorch_hook_version_mismatch_falls_back_with_a_reason(monkeypatch):
     assert "built against torch" in reason
 
 
-def test_collectives_are_attributed_to_collective_on_both_paths(hook_mode, monkeypatch):
+def test_collectives_are_attributed_to_collective_on_both_paths(hook_mode, all_reduce_steps):
     """A real (gloo, one rank) all_reduce inside each step lands in the
     collective category: from PyTorch's c10d ops with the LibTorch hook
-    (FUNCTION scope turns on under torch.distributed), from the
-    torch.distributed wrappers in the fallback."""
-    import socket
-
-    import torch.distributed as dist
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        model, opt = make_model()
-        with gpuutil.profile(report_interval_ms=0) as prof:
-            for _ in range(3):
-                loss = model(torch.randn(4, 16)).sum()
-                opt.zero_grad()
-                loss.backward()
-                for p in model.parameters():
-                    dist.all_reduce(p.grad)
-                opt.step()
-        for r in list(prof.reports)[:3]:
-            h = main_thread(r["steps"][0])
-            assert h["breakdown_ns"]["collective"] > 0, h
-            names = [c["name"] for c in h["culprits"]["collective"]]
-            assert any("all_reduce" in n or "allreduce" in n for n in names), names
-            assert sum(h["breakdown_ns"].values()) == h["wall_ns"]
-    finally:
-        dist.destroy_process_group()
+    (FUNCTION scope on the first, detail steps), from the torch.distributed
+    wrappers in the fallback."""
+    for r in all_reduce_steps():
+        h = main_thread(r["steps"][0])
+        assert h["breakdown_ns"]["collective"] > 0, h
+        names = [c["name"] for c in h["culprits"]["collective"]]
+        assert any("all_reduce" in n or "allreduce" in n for n in names), names
+        assert sum(h["breakdown_ns"].values()) == h["wall_ns"]
 
 
 def test_blocking_copies_of_device_tensors_are_host_sync(hook_mode, monkeypatch):

@@ -128,37 +128,16 @@ def test_a_finding_that_fires_for_the_first_time_asks_for_a_detail_step():
 
 
 @pytest.mark.parametrize("detail", ["always", "off"])
-def test_collectives_are_attributed_with_and_without_detail(detail):
+def test_collectives_are_attributed_with_and_without_detail(detail, all_reduce_steps):
     """With detail, from PyTorch's c10d ops (FUNCTION scope); without, from
     the torch.distributed wrappers."""
-    import socket
-
-    import torch.distributed as dist
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
-    try:
-        model = torch.nn.Linear(16, 4)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        with gpuutil.profile(report_interval_ms=0, detail=detail) as prof:
-            for _ in range(3):
-                loss = model(torch.randn(4, 16)).sum()
-                opt.zero_grad()
-                loss.backward()
-                for p in model.parameters():
-                    dist.all_reduce(p.grad)
-                opt.step()
-        reports = list(prof.reports)[:3]
-        assert [r["steps"][0]["detail"] for r in reports] == [detail == "always"] * 3
-        for r in reports:
-            h = main_thread(r["steps"][0])
-            assert h["breakdown_ns"]["collective"] > 0, h
-            names = [c["name"] for c in h["culprits"]["collective"]]
-            assert any("all_reduce" in n or "allreduce" in n for n in names), names
-    finally:
-        dist.destroy_process_group()
+    reports = all_reduce_steps(detail=detail)
+    assert [r["steps"][0]["detail"] for r in reports] == [detail == "always"] * 3
+    for r in reports:
+        h = main_thread(r["steps"][0])
+        assert h["breakdown_ns"]["collective"] > 0, h
+        names = [c["name"] for c in h["culprits"]["collective"]]
+        assert any("all_reduce" in n or "allreduce" in n for n in names), names
 
 
 def test_the_detail_tier_records_per_op_ranges_only_on_its_steps():
