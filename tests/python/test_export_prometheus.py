@@ -121,9 +121,87 @@ def test_push_to_gateway_uses_rank_and_host_grouping(report):
         gw.shutdown()
         gw.server_close()
     assert status == 200
-    assert received["path"] == "/metrics/job/nightly/rank/2/host/node%201"
+    # prometheus_client's push_to_gateway sends it (values with spaces are
+    # base64-encoded in the path, as the pushgateway documents).
+    assert _grouping(received["path"]) == {"job": "nightly", "rank": "2", "host": "node 1"}
     assert "gpuutil_time_seconds" in _families(received["body"])
     assert received["type"].startswith("text/plain")
+
+
+def test_push_without_prometheus_client_uses_urllib(report, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_bridge(name, *args, **kwargs):
+        if name == "gpuutil.export.prometheus_bridge":
+            raise ImportError("no prometheus_client here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_bridge)
+    received = {}
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self):  # noqa: N802
+            received["path"] = self.path
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    gw = http.server.HTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=gw.serve_forever, daemon=True).start()
+    try:
+        metrics = prometheus.PrometheusMetrics(host="node 1").add_all([report])
+        assert prometheus.push(metrics, f"127.0.0.1:{gw.server_port}", job="nightly", rank=2) == 200
+    finally:
+        gw.shutdown()
+        gw.server_close()
+    assert received["path"] == "/metrics/job/nightly/rank/2/host/node%201"
+
+
+def _grouping(path):
+    """A pushgateway URL path as {label: value} (plain or @base64 values)."""
+    import base64
+    import urllib.parse
+
+    parts = path.split("/")[2:]  # after "/metrics"
+    out = {}
+    for key, value in zip(parts[::2], parts[1::2]):
+        if key.endswith("@base64"):
+            key, value = key[: -len("@base64")], base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+        out[key] = urllib.parse.unquote(value)
+    return out
+
+
+def _samples(text):
+    return sorted((s.name, tuple(sorted(s.labels.items())), s.value)
+                  for f in parser.text_string_to_metric_families(text) for s in f.samples)
+
+
+def test_prometheus_client_registry_serves_the_same_series(report, tmp_path):
+    """metrics.register(registry): prometheus_client's own exposition (and
+    HTTP server) give exactly the samples of gpuutil's text exposition:
+    same names, labels, values; counters keep their _total names."""
+    from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+
+    metrics = prometheus.PrometheusMetrics(host="node-7").add_all([report])
+    registry = CollectorRegistry()
+    collector = metrics.register(registry)
+    ours = _samples(metrics.exposition())
+    theirs = _samples(generate_latest(registry).decode())
+    assert ours == theirs and any(name == "gpuutil_steps_total" for name, _, _ in ours)
+    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=5) as resp:
+            assert _samples(resp.read().decode()) == ours
+    finally:
+        server.shutdown()
+        server.server_close()
+    registry.unregister(collector)
+    assert generate_latest(registry) == b""
 
 
 def test_cli_export_prometheus(run_cli, trace):

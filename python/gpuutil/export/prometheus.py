@@ -13,13 +13,19 @@ passes the records too, through ``on_cluster``): ``gpuutil_rank_*`` series
 per rank, labelled with that rank's ``rank`` and ``host``, and
 ``gpuutil_straggler{rank,host,cause} 1`` for each straggler finding.
 
-Delivery, both optional and dependency-free:
+Delivery:
 
-- :func:`serve` starts an HTTP endpoint (``GET /metrics``) in a daemon
-  thread, bound to 127.0.0.1 unless told otherwise (one per process: pick a
-  port per rank, e.g. ``9400 + local_rank``);
-- :func:`push` sends the exposition to a Prometheus pushgateway
-  (``PUT {gateway}/metrics/job/{job}/rank/{rank}/host/{host}``).
+- with the ``prometheus_client`` package (``pip install
+  gpuutil[prometheus]``), :meth:`PrometheusMetrics.register` puts the
+  totals in a prometheus_client registry (same names, labels and values),
+  so that library's HTTP server, pushgateway client and exposition serve
+  them, and :func:`push` uses its ``push_to_gateway``;
+- without it (dependency-free): :func:`serve` starts an HTTP endpoint
+  (``GET /metrics``) in a daemon thread, bound to 127.0.0.1 unless told
+  otherwise (one per process: pick a port per rank, e.g. ``9400 +
+  local_rank``), with bounded threads and socket timeouts; :func:`push`
+  sends the exposition to a pushgateway with urllib.
+  The grouping key is ``job/{job}/rank/{rank}/host/{host}`` either way.
 
 Metric names (all prefixed ``gpuutil_``) are listed in docs/exports.md.
 """
@@ -38,6 +44,9 @@ from gpuutil._buckets import IDLE_CAUSES
 from gpuutil.integrations.metrics import CLUSTER_SCHEMA, cluster_view, stragglers
 _BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: (name, kind, help, [(labels, value)]): one metric family.
+Family = Tuple[str, str, str, List[Tuple[Dict[str, str], float]]]
 
 # health key -> (metric name, help, kind): "gauge" last value, "counter" summed.
 _HEALTH = (
@@ -173,27 +182,57 @@ class PrometheusMetrics:
 
     def exposition(self) -> str:
         """The Prometheus text exposition (format 0.0.4) of the totals."""
-        with self._lock:
-            return self._render()
-
-    # -- rendering ------------------------------------------------------
-    def _labels(self, rank: int, device: Optional[int] = None, host: Optional[str] = None, **extra: str) -> str:
-        parts = [f'rank="{rank}"', f'host="{_escape(self.host if host is None else host)}"']
-        if device is not None:
-            parts.append(f'device="{device}"')
-        parts.extend(f'{k}="{_escape(v)}"' for k, v in extra.items())
-        return "{" + ",".join(parts) + "}"
-
-    def _render(self) -> str:
         out: List[str] = []
-
-        def family(name: str, kind: str, help_: str, samples: List[Tuple[str, float]]) -> None:
-            if not samples:
-                return
-            out.append(f"# HELP {name} {help_} [{_scope(name, kind)}]")
+        for name, kind, help_, samples in self.families():
+            out.append(f"# HELP {name} {help_}")
             out.append(f"# TYPE {name} {kind}")
             for labels, value in samples:
-                out.append(f"{name}{labels} {_num(value)}")
+                text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+                out.append(f"{name}{{{text}}} {_num(value)}")
+        return "\n".join(out) + "\n"
+
+    def families(self) -> List[Family]:
+        """The metric families, each ``(name, kind, help, [(labels, value)])``
+        with ``labels`` an ordered dict of label values and the HELP text's
+        scope ("[whole run]", "[last step]", ...) included; families without
+        samples are left out. What both the text exposition and the
+        prometheus_client collector (:meth:`collector`) are made of."""
+        with self._lock:
+            return [(name, kind, f"{help_} [{_scope(name, kind)}]", samples)
+                    for name, kind, help_, samples in self._families() if samples]
+
+    def collector(self) -> Any:
+        """These totals as a ``prometheus_client`` collector (same metric
+        names, labels and values as :meth:`exposition`), for a registry:
+        ``prometheus_client.start_http_server``, ``push_to_gateway`` and the
+        rest of that library then serve them. Needs the
+        ``prometheus_client`` package (``pip install gpuutil[prometheus]``)."""
+        from gpuutil.export.prometheus_bridge import MetricsCollector
+
+        return MetricsCollector(self)
+
+    def register(self, registry: Any = None) -> Any:
+        """Registers :meth:`collector` with ``registry`` (default:
+        ``prometheus_client.REGISTRY``); returns the collector (unregister
+        it with ``registry.unregister(collector)``)."""
+        from gpuutil.export.prometheus_bridge import register
+
+        return register(self, registry)
+
+    # -- rendering ------------------------------------------------------
+    def _labels(self, rank: int, device: Optional[int] = None, host: Optional[str] = None,
+                **extra: str) -> Dict[str, str]:
+        labels = {"rank": str(rank), "host": self.host if host is None else host}
+        if device is not None:
+            labels["device"] = str(device)
+        labels.update(extra)
+        return labels
+
+    def _families(self) -> List[Family]:
+        out: List[Family] = []
+
+        def family(name: str, kind: str, help_: str, samples: List[Tuple[Dict[str, str], float]]) -> None:
+            out.append((name, kind, help_, samples))
 
         family("gpuutil_steps_total", "counter", "training steps reported",
                [(self._labels(r), float(n)) for r, n in sorted(self._steps.items())])
@@ -230,11 +269,10 @@ class PrometheusMetrics:
                "time a finding's fix could recover (summed over reports)",
                [(self._labels(r, finding=f), v) for (r, f), v in sorted(self._findings.items())])
         if self._cluster is not None:
-            for name, kind, help_, samples in self._cluster_families(self._cluster):
-                family(name, kind, help_, samples)
-        return "\n".join(out) + "\n"
+            out.extend(self._cluster_families(self._cluster))
+        return out
 
-    def _cluster_families(self, view: Dict[str, Any]) -> List[Tuple[str, str, str, List[Tuple[str, float]]]]:
+    def _cluster_families(self, view: Dict[str, Any]) -> List[Family]:
         """(name, kind, help, samples) of the cross-rank view's series."""
         ranks = sorted(view["ranks"], key=lambda r: int(r["rank"]))
         hosts = {int(r["rank"]): str(r.get("host") or "") for r in ranks}
@@ -331,8 +369,17 @@ def push(metrics: PrometheusMetrics, gateway: str, job: str = "gpuutil", rank: i
     """PUTs the exposition to a pushgateway; returns the HTTP status.
 
     The grouping key is job, rank and host, so ranks do not overwrite each
-    other. Raises urllib.error.URLError when the gateway is unreachable.
+    other. With ``prometheus_client`` installed its ``push_to_gateway``
+    sends it (a private registry holding these totals); otherwise urllib
+    does. Raises urllib.error.URLError (or OSError) when the gateway is
+    unreachable.
     """
+    try:
+        from gpuutil.export.prometheus_bridge import push_with_client
+    except ImportError:
+        pass
+    else:
+        return push_with_client(metrics, gateway, job, rank, timeout_s)
     base = gateway if "://" in gateway else "http://" + gateway
     q = urllib.parse.quote
     url = f"{base.rstrip('/')}/metrics/job/{q(job, safe='')}/rank/{rank}/host/{q(metrics.host, safe='')}"
