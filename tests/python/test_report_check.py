@@ -11,15 +11,15 @@ import io
 import json
 import random
 import contextlib
-from pathlib import Path
-
 import pytest
 
 import gpuutil
 from gpuutil import cli
 from gpuutil._report_check import check_report
 
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+from conftest import traces_dir
+
+TRACES = traces_dir()
 DEVICE_TRACE = TRACES / "hta_train_v100_dataloader_nccl_rank1.json.gz"
 
 
