@@ -2,14 +2,19 @@
 //
 // Times gpuutil::import_kineto_file() (gzip + JSON parse + mapping into the
 // event model) and gpuutil::analyze() on the result, repeated, and prints
-// the median of each and the process's peak RSS.
+// the median of each (wall and process CPU time), events per CPU-second and
+// the process's peak RSS.
 // Usage: bench_import TRACE [repeats (default 5)] [parse threads (default 0 =
 // automatic; 1 = the one-thread pass, for comparison)]
+// GPUUTIL_BENCH_NO_STREAM=1 reads every document whole (the pass before
+// the streaming import), GPUUTIL_BENCH_WINDOW_MB=N sets the streaming
+// window.
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -18,6 +23,18 @@
 #include "gpuutil/kineto_import.h"
 
 using namespace gpuutil;
+
+namespace {
+
+// User + system CPU seconds of the whole process (every thread).
+double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -28,25 +45,34 @@ int main(int argc, char** argv) {
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 5;
   ImportOptions options;
   options.threads = argc > 3 ? static_cast<unsigned>(std::atoi(argv[3])) : 0;
-  std::vector<double> import_s, analyze_s;
+  if (const char* no_stream = std::getenv("GPUUTIL_BENCH_NO_STREAM"); no_stream && *no_stream == '1') {
+    options.stream_min_bytes = SIZE_MAX;
+  }
+  if (const char* window = std::getenv("GPUUTIL_BENCH_WINDOW_MB")) {
+    options.stream_window_bytes = static_cast<size_t>(std::atof(window) * 1048576.0);
+  }
+  std::vector<double> import_s, analyze_s, import_cpu_s, analyze_cpu_s;
   size_t events = 0;
   for (int i = 0; i < repeats; ++i) {
+    const double c0 = process_cpu_s();
     const auto t0 = std::chrono::steady_clock::now();
     ImportResult imp = import_kineto_file(path, options);
     const auto t1 = std::chrono::steady_clock::now();
+    const double c1 = process_cpu_s();
     if (!imp.ok) {
       std::fprintf(stderr, "bench_import: cannot read %s: %s\n", path.c_str(), imp.error.c_str());
       return 1;
     }
     const Report r = analyze(imp.store);
     const auto t2 = std::chrono::steady_clock::now();
+    import_cpu_s.push_back(c1 - c0);
+    analyze_cpu_s.push_back(process_cpu_s() - c1);
     import_s.push_back(std::chrono::duration<double>(t1 - t0).count());
     analyze_s.push_back(std::chrono::duration<double>(t2 - t1).count());
     events = imp.store.activities.size() + imp.store.api_calls.size() + imp.store.ranges.size();
     if (r.steps.empty()) return 1;
   }
-  std::sort(import_s.begin(), import_s.end());
-  std::sort(analyze_s.begin(), analyze_s.end());
+  for (auto* v : {&import_s, &analyze_s, &import_cpu_s, &analyze_cpu_s}) std::sort(v->begin(), v->end());
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   const double mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
@@ -54,7 +80,13 @@ int main(int argc, char** argv) {
   std::printf("events kept        %zu\n", events);
   std::printf("import median      %.3f s (min %.3f, max %.3f, %d runs)\n", import_s[import_s.size() / 2],
               import_s.front(), import_s.back(), repeats);
-  std::printf("analyze median     %.3f s\n", analyze_s[analyze_s.size() / 2]);
+  const double import_cpu = import_cpu_s[import_cpu_s.size() / 2];
+  const double analyze_cpu = analyze_cpu_s[analyze_cpu_s.size() / 2];
+  std::printf("import CPU median  %.3f s (user + system, every thread)\n", import_cpu);
+  std::printf("analyze median     %.3f s (CPU %.3f s)\n", analyze_s[analyze_s.size() / 2], analyze_cpu);
+  std::printf("events per CPU-s   %.3f M (import), %.3f M (import + analyze)\n",
+              static_cast<double>(events) / import_cpu / 1e6,
+              static_cast<double>(events) / (import_cpu + analyze_cpu) / 1e6);
   std::printf("peak RSS           %.1f MiB\n", static_cast<double>(u.ru_maxrss) / 1024.0);
   return 0;
 }

@@ -9,9 +9,11 @@
 // store's diagnostics and skipped. Only input that cannot be read at all
 // (missing file, broken gzip, invalid JSON) makes `ok` false, with a one-line
 // `error`. Thread-safe: each call owns its parsers. A large document is
-// parsed on up to two threads (the traceEvents array cut into chunks, see
-// docs/trace-import.md); the result is identical to the one-thread pass,
-// which stays the fallback for anything unusual.
+// parsed on up to two threads, and a very large one (stream_min_bytes) is
+// streamed through a window of fixed size (the traceEvents array cut into
+// pieces, see docs/trace-import.md); either result is identical to the
+// one-thread pass over the whole document, which stays the fallback for
+// anything unusual.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +38,18 @@ struct ImportOptions {
   // Documents smaller than this (uncompressed) are parsed on one thread:
   // below a few MB a second thread costs more than it saves.
   size_t parallel_min_bytes = size_t{4} << 20;
+  // Documents of this size or more are streamed: read and parsed a window
+  // at a time, so memory holds one window of text, not the document (and
+  // documents of 4 GiB or more can be read). The size is a plain file's or
+  // buffer's size, or what a gzip stream's trailer states; a gzip stream
+  // whose size is not known counts as large. Smaller documents are read
+  // whole (faster on two threads, and gzip inflates faster at once). Left
+  // at this default, the environment variable GPUUTIL_IMPORT_STREAM_MIN_MB=N
+  // overrides it (N MiB; a huge N reads every document whole, to compare).
+  size_t stream_min_bytes = size_t{64} << 20;
+  // The streaming window (text held at a time); it grows only while one
+  // event does not fit. At least 4096.
+  size_t stream_window_bytes = size_t{4} << 20;
 };
 
 // Reads and parses a trace file (gzip detected by magic bytes).

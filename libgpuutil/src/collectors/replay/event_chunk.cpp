@@ -22,25 +22,17 @@ struct PendingSink {
 
 bool read_chunk(const char* document, size_t begin_offset, size_t end_offset, size_t capacity_bytes,
                 bool must_fill_chunk, ChunkRead* out) {
-  const char* chunk = document + begin_offset;
   const size_t size_bytes = end_offset - begin_offset;
-  const simdjson::padded_string_view padded(chunk, size_bytes, capacity_bytes - begin_offset);
-  simdjson::ondemand::document doc;
-  if (out->parser.iterate(padded).get(doc)) return false;
-  simdjson::ondemand::array array;
-  if (doc.get_array().get(array)) return false;
   // A chunk of n bytes holds at most n / 2 events; Kineto's are ~300 bytes.
   out->events.reserve(size_bytes / 512);
   PendingSink sink{&out->events};
-  const char* last_element = nullptr;
-  if (read_event_array(array, sink, &last_element, &out->element_count)) return false;
-  const char* after = nullptr;
-  if (doc.current_location().get(after) == simdjson::SUCCESS) {
-    if (must_fill_chunk) return false;  // the array closed before the cut
-    out->after_array_offset = begin_offset + static_cast<size_t>(after - chunk);
-  } else {
-    out->after_array_offset = end_offset;
+  size_t after = 0;
+  if (!read_event_array_document(out->parser, document + begin_offset, size_bytes, capacity_bytes - begin_offset,
+                                 sink, &out->element_count, &after)) {
+    return false;
   }
+  if (after < size_bytes && must_fill_chunk) return false;  // the array closed before the cut
+  out->after_array_offset = begin_offset + after;
   return true;
 }
 

@@ -15,6 +15,30 @@ constexpr size_t kCutWhitespaceBytes = 2;
 
 }  // namespace
 
+namespace {
+
+// The comma of the separator around the raw newline at `newline`, or npos
+// when the bytes around it are not `}` ws `,` ws `{` with at least
+// kCutWhitespaceBytes bytes between the comma and the brace.
+size_t separator_at_newline(std::string_view text, size_t newline, size_t from_offset) {
+  // Backwards: whitespace, the comma, whitespace, the closing brace.
+  size_t comma = newline;
+  while (comma > from_offset && is_json_space(text[comma - 1])) --comma;
+  if (comma <= from_offset || text[comma - 1] != ',') return std::string_view::npos;
+  --comma;
+  size_t brace = comma;
+  while (brace > from_offset && is_json_space(text[brace - 1])) --brace;
+  if (brace <= from_offset || text[brace - 1] != '}') return std::string_view::npos;
+  // Forwards: whitespace, then the next event's opening brace.
+  size_t open = newline + 1;
+  while (open < text.size() && is_json_space(text[open])) ++open;
+  if (open >= text.size() || text[open] != '{') return std::string_view::npos;
+  if (open - comma <= kCutWhitespaceBytes) return std::string_view::npos;
+  return comma;
+}
+
+}  // namespace
+
 size_t find_event_separator(std::string_view text, size_t from_offset, size_t limit_offset) {
   if (limit_offset > text.size()) limit_offset = text.size();
   size_t at = from_offset;
@@ -23,20 +47,21 @@ size_t find_event_separator(std::string_view text, size_t from_offset, size_t li
     if (hit == nullptr) return std::string_view::npos;
     const size_t newline = static_cast<size_t>(static_cast<const char*>(hit) - text.data());
     at = newline + 1;
-    // Backwards: whitespace, the comma, whitespace, the closing brace.
-    size_t comma = newline;
-    while (comma > 0 && is_json_space(text[comma - 1])) --comma;
-    if (comma == 0 || text[comma - 1] != ',') continue;
-    --comma;
-    size_t brace = comma;
-    while (brace > 0 && is_json_space(text[brace - 1])) --brace;
-    if (brace == 0 || text[brace - 1] != '}') continue;
-    // Forwards: whitespace, then the next event's opening brace.
-    size_t open = newline + 1;
-    while (open < text.size() && is_json_space(text[open])) ++open;
-    if (open >= text.size() || text[open] != '{') continue;
-    if (open - comma <= kCutWhitespaceBytes) continue;
-    return comma;
+    const size_t comma = separator_at_newline(text, newline, 0);
+    if (comma != std::string_view::npos) return comma;
+  }
+  return std::string_view::npos;
+}
+
+size_t find_last_event_separator(std::string_view text, size_t from_offset) {
+  size_t end = text.size();
+  while (end > from_offset) {
+    const void* hit = memrchr(text.data() + from_offset, '\n', end - from_offset);
+    if (hit == nullptr) return std::string_view::npos;
+    const size_t newline = static_cast<size_t>(static_cast<const char*>(hit) - text.data());
+    end = newline;
+    const size_t comma = separator_at_newline(text, newline, from_offset);
+    if (comma != std::string_view::npos) return comma;
   }
   return std::string_view::npos;
 }

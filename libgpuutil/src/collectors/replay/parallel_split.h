@@ -78,5 +78,9 @@ class SplitPlan {
 // The offset of the comma of the first separator (see above) whose newline
 // lies in [from_offset, limit_offset), or npos.
 size_t find_event_separator(std::string_view text, size_t from_offset, size_t limit_offset);
+// The offset of the comma of the last separator lying wholly in `text`
+// whose closing brace is at or after `from_offset`, or npos (the streaming
+// pass cuts each window there).
+size_t find_last_event_separator(std::string_view text, size_t from_offset);
 
 }  // namespace gpuutil::replay

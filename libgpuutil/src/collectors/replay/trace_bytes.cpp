@@ -93,8 +93,6 @@ void TraceBytes::clear() {
   size = 0;
 }
 
-namespace {
-
 // A document's first significant byte: JSON (a trace is an object; an
 // array of events is accepted too) or not. Checked on the first bytes, so a
 // large file that is not JSON is refused before it is read or inflated.
@@ -111,8 +109,6 @@ bool starts_like_json(std::string_view head, std::string* why) {
          " (a Kineto trace starts with '{')";
   return false;
 }
-
-}  // namespace
 
 bool looks_like_gzip(std::string_view bytes) {
   return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f &&

@@ -64,6 +64,11 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error);
 // memory stays within the cap plus one inflate chunk.
 bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t cap_bytes);
 
+// True when `head` (a document's first bytes) starts like JSON: blank, or
+// `{` / `[` after an optional UTF-8 byte order mark and whitespace. Else
+// false with `why` ("not a JSON trace: it starts with 'x' at byte 0 ...").
+bool starts_like_json(std::string_view head, std::string* why);
+
 // True when `bytes` start with the gzip magic 1f 8b.
 bool looks_like_gzip(std::string_view bytes);
 
