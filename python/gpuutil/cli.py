@@ -21,7 +21,6 @@ docs/cli.md.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -33,6 +32,7 @@ from gpuutil import _api
 # where they are used, after the trace is read.
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
+    import argparse
     from typing import Any, Dict, List, Optional, Sequence
 
 
@@ -44,13 +44,20 @@ def render_report(report: "Dict[str, Any]", finance: "Any" = None) -> str:
 _PROGRESS_MIN_BYTES = 5 * 1024 * 1024
 
 
+def _type_error(message: str) -> Exception:
+    """argparse's error for a bad option value (imported only then)."""
+    import argparse
+
+    return argparse.ArgumentTypeError(message)
+
+
 def _positive_float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise _type_error(f"not a number: {text!r}") from None
     if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+        raise _type_error(f"must be a positive number: {text!r}")
     return v
 
 
@@ -58,16 +65,17 @@ def _indent(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        raise _type_error(f"not an integer: {text!r}") from None
     if v < 0 or v > 16:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 16: {text!r}")
+        raise _type_error(f"must be between 0 and 16: {text!r}")
     return v
 
 
-def build_parser(only: "Optional[str]" = None) -> argparse.ArgumentParser:
+def build_parser(only: "Optional[str]" = None) -> "argparse.ArgumentParser":
     """The argument parser (exposed for docs and tests). ``only``: build just
     that command's sub-parser (main() does, when the command is known, so
     that `gpuutil analyze` does not import what `compare` needs)."""
+    import argparse
 
     parser = argparse.ArgumentParser(
         prog="gpuutil",
@@ -139,7 +147,7 @@ def _load_reports(paths: List[str]) -> List[Dict[str, Any]]:
         raise compare.RunError(str(e)) from None
 
 
-def _export(args: argparse.Namespace) -> int:
+def _export(args: "argparse.Namespace") -> int:
     from gpuutil import compare
 
     spools: List[Any] = []
@@ -177,9 +185,9 @@ def _unit_float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise _type_error(f"not a number: {text!r}") from None
     if not math.isfinite(v) or v < 0 or v > 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1: {text!r}")
+        raise _type_error(f"must be between 0 and 1: {text!r}")
     return v
 
 
@@ -187,9 +195,9 @@ def _non_negative_float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise _type_error(f"not a number: {text!r}") from None
     if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative number: {text!r}")
+        raise _type_error(f"must be a non-negative number: {text!r}")
     return v
 
 
@@ -212,7 +220,7 @@ def _add_compare_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     c.add_argument("--json", action="store_true", help="print the comparison as JSON")
 
 
-def _compare(args: argparse.Namespace) -> int:
+def _compare(args: "argparse.Namespace") -> int:
     import json
 
     from gpuutil import compare
@@ -314,9 +322,7 @@ def _stdin_to_file(paths: List[str], keep: List[Any]) -> List[str]:
     return [spool.name if p == "-" else p for p in paths]
 
 
-def _analyze(args: argparse.Namespace) -> int:
-    import json
-
+def _analyze(args: "argparse.Namespace") -> int:
     spools: List[Any] = []
     paths = _stdin_to_file([os.fsdecode(p) for p in args.traces], spools)
     as_json = args.json or args.indent is not None
@@ -325,6 +331,8 @@ def _analyze(args: argparse.Namespace) -> int:
     except _OwnReportsError as e:
         return _error(str(e), 2)
     if own is not None:  # gpuutil's own reports: shown as they are (nothing to re-analyse)
+        import json
+
         if as_json:
             return _emit(json.dumps(own, indent=args.indent) + "\n", args.output)
         return _emit(render_report(own), args.output)
@@ -339,6 +347,8 @@ def _analyze(args: argparse.Namespace) -> int:
         )
     except _api.TraceError as e:
         return _error(str(e), 2)
+    import json
+
     from gpuutil.finance import FinanceInputs, finance_figures
 
     finance = FinanceInputs(args.usd_per_gpu_hour, args.samples_per_step, args.tokens_per_step, args.quality)
@@ -365,6 +375,81 @@ def _cli_flags(text: str) -> str:
         text = text.replace(f"pass {keyword}", f"pass {flag}").replace(f"({keyword}", f"({flag}")
     return text
 
+# `gpuutil analyze` given only traces and the options below is parsed
+# without argparse, whose imports (re, gettext, locale, shutil) are about
+# 12 ms of a 40 ms start. Anything else - another option, an abbreviation,
+# a repeated option, `-o=FILE`, a value starting with `-`, traces not in
+# one run, a bad value - returns None and goes to argparse, which parses or
+# words it; so the fast path never accepts what argparse would refuse, and
+# yields the same attributes when it accepts (tests/python/test_cli.py).
+_FAST_FLAGS = {"--json": "json"}
+_FAST_VALUES = {
+    "--indent": ("indent", "_indent"),
+    "--flops-per-step": ("flops_per_step", "_positive_float"),
+    "--dtype": ("dtype", None),
+    "--peak-tflops": ("peak_tflops", "_positive_float"),
+    "-o": ("output", None),
+    "--output": ("output", None),
+    "--usd-per-gpu-hour": ("usd_per_gpu_hour", "_positive_float"),
+    "--samples-per-step": ("samples_per_step", "_positive_float"),
+    "--tokens-per-step": ("tokens_per_step", "_positive_float"),
+    "--quality": ("quality", "_unit_float"),
+}
+
+
+def _fast_analyze_args(raw: "Sequence[str]") -> "Optional[Any]":
+    """The `analyze` arguments argparse would give, or None (see above)."""
+    if not raw or raw[0] != "analyze":
+        return None
+    values: "Dict[str, Any]" = {
+        "command": "analyze", "traces": [], "json": False, "indent": None, "flops_per_step": None,
+        "dtype": "bf16", "peak_tflops": None, "output": None, "usd_per_gpu_hour": None,
+        "samples_per_step": None, "tokens_per_step": None, "quality": None,
+    }
+    seen = set()
+    traces_state = 0  # 0: none yet, 1: in the run of traces, 2: after it
+    tokens = iter(raw[1:])
+    for token in tokens:
+        if token == "-" or not token.startswith("-"):
+            if traces_state == 2:
+                return None
+            traces_state = 1
+            values["traces"].append(token)
+            continue
+        if traces_state == 1:
+            traces_state = 2
+        name, eq, value = token.partition("=") if token.startswith("--") else (token, "", "")
+        dest = _FAST_FLAGS.get(name)
+        if dest is not None:
+            if eq or dest in seen:
+                return None
+            seen.add(dest)
+            values[dest] = True
+            continue
+        spec = _FAST_VALUES.get(name)
+        if spec is None or spec[0] in seen:
+            return None
+        dest, convert = spec
+        seen.add(dest)
+        if not eq:
+            value = next(tokens, None)
+            if value is None or value.startswith("-"):
+                return None
+        if dest == "dtype":
+            if value not in _api.DTYPES:
+                return None
+        elif convert is not None:
+            try:
+                value = globals()[convert](value)
+            except Exception:  # argparse words it
+                return None
+        values[dest] = value
+    if not values["traces"]:
+        return None
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**values)
+
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Entry point of the ``gpuutil`` console script; returns the exit code."""
@@ -378,8 +463,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             except (ValueError, OSError):
                 pass
     raw = sys.argv[1:] if argv is None else argv
-    command = raw[0] if raw and raw[0] in ("analyze", "compare", "export") else None
-    args = build_parser(command).parse_args(argv)
+    args = _fast_analyze_args(raw)
+    if args is None:
+        command = raw[0] if raw and raw[0] in ("analyze", "compare", "export") else None
+        args = build_parser(command).parse_args(argv)
     try:
         if args.command == "analyze":
             return _analyze(args)

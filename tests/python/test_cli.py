@@ -240,3 +240,78 @@ def test_progress_line_only_on_tty(monkeypatch, capsys, tmp_path, trace):
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     cli._progress([str(big)])
     assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------- argv fast path
+
+# Every form the fast path takes must parse to exactly argparse's attributes.
+FAST_FORMS = [
+    ["analyze", "t.json"],
+    ["analyze", "a.json", "b.json.gz", "-"],
+    ["analyze", "t.json", "--json"],
+    ["analyze", "--json", "t.json"],
+    ["analyze", "t.json", "--indent", "2", "-o", "out.json"],
+    ["analyze", "t.json", "--indent=0", "--output=out.json", "--dtype", "fp8"],
+    ["analyze", "t.json", "--flops-per-step", "1.5e12", "--peak-tflops=312"],
+    ["analyze", "t.json", "--usd-per-gpu-hour", "2.5", "--samples-per-step", "256",
+     "--tokens-per-step=1e6", "--quality", "0.9"],
+    ["analyze", "--dtype", "fp32", "--json", "x.json", "y.json"],
+]
+
+# Forms it leaves to argparse: argparse either refuses them (exit 2) or
+# parses them in a way the fast path does not reproduce (abbreviations).
+ARGPARSE_FORMS = [
+    ["analyze"],
+    ["analyze", "t.json", "--js"],                # abbreviation
+    ["analyze", "a.json", "--json", "b.json"],    # traces in two runs
+    ["analyze", "t.json", "--json", "--json"],    # repeated
+    ["analyze", "t.json", "-o", "a", "--output", "b"],
+    ["analyze", "t.json", "-o=out.json"],         # short option with '='
+    ["analyze", "t.json", "--indent", "17"],      # bad value
+    ["analyze", "t.json", "--indent"],            # missing value
+    ["analyze", "t.json", "--indent", "-1"],
+    ["analyze", "t.json", "--dtype", "fp7"],
+    ["analyze", "t.json", "--quality", "1.5"],
+    ["analyze", "t.json", "--json=1"],
+    ["analyze", "t.json", "--"],
+    ["analyze", "-h"],
+    ["analyze", "t.json", "--unknown"],
+    ["--version"],
+    ["compare", "a", "b"],
+]
+
+
+@pytest.mark.parametrize("argv", FAST_FORMS, ids=lambda a: " ".join(a))
+def test_fast_analyze_args_equal_argparse(argv, installed_gpuutil):
+    from gpuutil import cli
+
+    fast = cli._fast_analyze_args(argv)
+    assert fast is not None, argv
+    assert vars(fast) == vars(cli.build_parser("analyze").parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", ARGPARSE_FORMS, ids=lambda a: " ".join(a))
+def test_fast_analyze_args_leave_the_rest_to_argparse(argv, installed_gpuutil):
+    from gpuutil import cli
+
+    assert cli._fast_analyze_args(argv) is None
+
+
+def test_analyze_starts_without_argparse(tmp_path, installed_gpuutil):
+    # A whole `gpuutil analyze TRACE --json -o OUT` run imports no argparse
+    # (its imports are ~12 ms of start-up); a bad value still gets
+    # argparse's usage error.
+    trace = tmp_path / "t.json"
+    trace.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, '
+                     '"ts": 10, "dur": 5}]}')
+    out = tmp_path / "r.json"
+    code = ("import sys; from gpuutil.cli import main; "
+            f"rc = main(['analyze', {str(trace)!r}, '--json', '--indent', '1', '-o', {str(out)!r}]); "
+            "print(rc, 'argparse' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["0", "False"], proc.stderr
+    assert json.loads(out.read_text())["schema"].startswith("gpuutil.report/")
+    bad = subprocess.run([sys.executable, "-m", "gpuutil", "analyze", str(trace), "--indent", "17"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert "must be between 0 and 16" in bad.stderr
