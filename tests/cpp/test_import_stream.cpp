@@ -250,6 +250,14 @@ TEST(StreamImport, TinyAndEmptyDocuments) {
   for (const char* doc : {"", " ", "{\"traceEvents\": []}", "[]", "{}", "nonsense", "[\n  {},\n  {}\n]"}) {
     for (const size_t window : kWindows) EXPECT_EQ(compare_json(doc, window), "") << doc;
   }
+  // Gzip magic with (almost) nothing after it: no trailer to read a size
+  // from, so it streams, and fails like gunzip() does.
+  for (const std::string& doc : {std::string("\x1f\x8b", 2), std::string("\x1f\x8b\x08", 3),
+                                 gzip_bytes("").substr(0, 12)}) {
+    const ImportResult streamed = import_kineto_json(doc, "<doc>", stream_options(4096));
+    EXPECT_FALSE(streamed.ok);
+    EXPECT_EQ(first_difference(import_kineto_json(doc, "<doc>", serial_options()), streamed), "") << streamed.error;
+  }
 }
 
 TEST(StreamImport, EveryTruncationMatchesSerial) {

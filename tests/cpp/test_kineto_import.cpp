@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <ostream>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -162,6 +163,48 @@ TEST(DecimalTime, ParseInt64) {
   EXPECT_FALSE(replay::parse_int64("-", &v));
   EXPECT_FALSE(replay::parse_int64("stream 7", &v));
   EXPECT_FALSE(replay::parse_int64("1.0", &v));
+  // 18 digits and fewer take the unchecked loop, 19 the checked one.
+  EXPECT_TRUE(replay::parse_int64("-999999999999999999", &v));
+  EXPECT_EQ(v, -999999999999999999);
+  EXPECT_TRUE(replay::parse_int64("1000000000000000000", &v));
+  EXPECT_EQ(v, 1000000000000000000);
+  EXPECT_FALSE(replay::parse_int64("12345678901234567x", &v));
+}
+
+TEST(DecimalTime, PlainFormsAgreeWithTheGeneralParser) {
+  // The fast path (digits, optional `.` and 1-3 digits, <= 16 integer
+  // digits, within int64 ns) against the general digit-shifting parser, reached by the same
+  // number written with an exponent of zero.
+  std::mt19937_64 rng(0xdec1);
+  for (int i = 0; i < 200000; ++i) {
+    const size_t whole_digits = 1 + rng() % 17;
+    std::string text;
+    for (size_t d = 0; d < whole_digits; ++d) text += static_cast<char>('0' + rng() % 10);
+    const size_t frac_digits = rng() % 5;
+    if (frac_digits > 0) {
+      text += '.';
+      for (size_t d = 0; d < frac_digits; ++d) text += static_cast<char>('0' + rng() % 10);
+    }
+    int64_t fast = 0, general = 0;
+    const DecimalStatus a = replay::parse_us_to_ns(text, &fast);
+    const DecimalStatus b = replay::parse_us_to_ns(text + "e0", &general);
+    ASSERT_EQ(static_cast<int>(a), static_cast<int>(b)) << text;
+    if (a == DecimalStatus::kOk) {
+      ASSERT_EQ(fast, general) << text;
+    }
+  }
+  int64_t v = 0;
+  EXPECT_EQ(replay::parse_us_to_ns("999999999999999.999", &v), DecimalStatus::kOk);
+  EXPECT_EQ(v, 999999999999999999);
+  EXPECT_EQ(replay::parse_us_to_ns("9223372036854775.807", &v), DecimalStatus::kOk);
+  EXPECT_EQ(v, INT64_MAX);
+  EXPECT_EQ(replay::parse_us_to_ns("9223372036854775.808", &v), DecimalStatus::kOutOfRange);
+  EXPECT_EQ(replay::parse_us_to_ns("9999999999999999", &v), DecimalStatus::kOutOfRange);
+  EXPECT_EQ(replay::parse_us_to_ns("1661938466265032", &v), DecimalStatus::kOk);
+  EXPECT_EQ(v, 1661938466265032000);
+  EXPECT_EQ(replay::parse_us_to_ns("1.", &v), DecimalStatus::kInvalid);
+  EXPECT_EQ(replay::parse_us_to_ns("1.2.3", &v), DecimalStatus::kInvalid);
+  EXPECT_EQ(replay::parse_us_to_ns(".5", &v), DecimalStatus::kInvalid);
 }
 
 // ---------------------------------------------------------------- categories

@@ -29,7 +29,40 @@ constexpr int64_t kExponentClamp = 100000;
 
 }  // namespace
 
+namespace {
+
+// The forms Kineto writes: digits, optionally `.` and one to three digits,
+// with at most 16 integer digits (epoch microseconds have 16) and a value
+// that fits int64 nanoseconds; no digit is dropped, so nothing rounds. Returns false for anything else, which
+// the general parser below handles; where both apply they agree (the
+// digits are shifted the same way, and nothing needs rounding).
+bool parse_plain_us(std::string_view text, int64_t* out_ns) {
+  const size_t n = text.size();
+  size_t i = 0;
+  uint64_t whole = 0;
+  while (i < n && is_digit(text[i])) whole = whole * 10 + static_cast<uint64_t>(text[i++] - '0');
+  if (i == 0 || i > 16) return false;
+  uint64_t frac = 0;
+  if (i < n) {
+    if (text[i] != '.') return false;
+    const size_t digits = n - i - 1;
+    if (digits < 1 || digits > 3) return false;
+    for (size_t j = i + 1; j < n; ++j) {
+      if (!is_digit(text[j])) return false;
+      frac = frac * 10 + static_cast<uint64_t>(text[j] - '0');
+    }
+    for (size_t j = digits; j < 3; ++j) frac *= 10;
+  }
+  const uint64_t ns = whole * 1000 + frac;  // < 10^19 < 2^64
+  if (ns > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;  // the general path says so
+  *out_ns = static_cast<int64_t>(ns);
+  return true;
+}
+
+}  // namespace
+
 DecimalStatus parse_us_to_ns(std::string_view text, int64_t* out_ns) {
+  if (parse_plain_us(text, out_ns)) return DecimalStatus::kOk;
   text = trim(text);
   size_t i = 0;
   const size_t n = text.size();
@@ -112,6 +145,14 @@ bool parse_int64(std::string_view text, int64_t* out) {
   }
   if (i == text.size()) return false;
   uint64_t magnitude = 0;
+  if (text.size() - i <= 18) {  // below 10^18: cannot overflow
+    for (; i < text.size(); ++i) {
+      if (!is_digit(text[i])) return false;
+      magnitude = magnitude * 10 + static_cast<uint64_t>(text[i] - '0');
+    }
+    *out = negative ? -static_cast<int64_t>(magnitude) : static_cast<int64_t>(magnitude);
+    return true;
+  }
   constexpr uint64_t kLimit = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
   for (; i < text.size(); ++i) {
     if (!is_digit(text[i])) return false;

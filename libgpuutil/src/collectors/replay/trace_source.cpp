@@ -26,9 +26,10 @@ bool is_gzip_magic(const unsigned char* p) { return p[0] == 0x1f && p[1] == 0x8b
 // ISIZE, when plausible for `compressed_bytes` (the same test gunzip()
 // applies before trusting it).
 uint64_t plausible_isize(const unsigned char* trailer, uint64_t compressed_bytes) {
+  if (compressed_bytes < 18) return 0;  // shorter than a gzip header and trailer
   const uint64_t isize = uint64_t{trailer[0]} | (uint64_t{trailer[1]} << 8) | (uint64_t{trailer[2]} << 16) |
                          (uint64_t{trailer[3]} << 24);
-  if (compressed_bytes < 18 || isize < compressed_bytes / 2 || isize / 1032 > compressed_bytes) return 0;
+  if (isize < compressed_bytes / 2 || isize / 1032 > compressed_bytes) return 0;
   return isize;
 }
 
@@ -77,7 +78,7 @@ bool TraceSource::open_file(const std::string& path, std::string* error) {
     size_hint_bytes_ = file_bytes;
   } else {
     unsigned char trailer[4] = {0, 0, 0, 0};
-    if (::pread(fd_, trailer, 4, static_cast<off_t>(file_bytes - 4)) == 4) {
+    if (file_bytes >= 18 && ::pread(fd_, trailer, 4, static_cast<off_t>(file_bytes - 4)) == 4) {
       size_hint_bytes_ = plausible_isize(trailer, file_bytes);
     }
   }
@@ -90,10 +91,13 @@ bool TraceSource::open_file(const std::string& path, std::string* error) {
 void TraceSource::open_memory(std::string_view bytes) {
   memory_ = bytes;
   memory_offset_ = 0;
-  gzip_ = bytes.size() >= 2 && is_gzip_magic(reinterpret_cast<const unsigned char*>(bytes.data()));
-  size_hint_bytes_ = gzip_ ? plausible_isize(reinterpret_cast<const unsigned char*>(bytes.data() + bytes.size() - 4),
-                                             bytes.size())
-                           : bytes.size();
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  gzip_ = bytes.size() >= 2 && is_gzip_magic(data);
+  if (!gzip_) {
+    size_hint_bytes_ = bytes.size();
+  } else {
+    size_hint_bytes_ = bytes.size() >= 18 ? plausible_isize(data + bytes.size() - 4, bytes.size()) : 0;
+  }
 }
 
 bool TraceSource::read(char* dst, size_t want, size_t* got, std::string* error) {
