@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""gpuutil's cost per training step in CPU instructions, counted by Valgrind.
+
+Wall and CPU time on a shared VM swing by ±10% or more from round to round
+(benchmarks/RESULTS.md), which hides a 1-2% overhead. Instruction counts do
+not swing: this runs the same loop under `valgrind --tool=cachegrind
+--cache-sim=no` (every thread's instructions, the gpuutil worker included)
+for two step counts per setting and takes the difference, so start-up
+(interpreter, torch import, the profile's start and stop) cancels out:
+
+    instructions per step = (I(steps_long) - I(steps_short)) / (steps_long - steps_short)
+
+What this counts is work, not time: cache misses, lock waits and the
+worker's use of another core are not in it. It complements the interleaved
+wall/CPU rounds of bench_torch_overhead.py; it does not replace them.
+
+Under Valgrind a step takes ~50x longer, so the profile's report interval is
+raised (--report-interval-ms, default 10 s) to keep about as many steps per
+report batch as a native run at the default 100 ms has (a batch's fixed
+cost is amortised over its steps).
+
+    python benchmarks/bench_torch_instructions.py [--loop small] [--dist]
+        [--settings baseline,gpuutil-off,gpuutil,gpuutil-always] [--steps 100,400]
+
+Needs valgrind (Debian: apt-get install valgrind). Progress: one line per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DETAIL = {"gpuutil": "sampled", "gpuutil-off": "off", "gpuutil-always": "always"}
+
+
+def child(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(HERE))
+    import torch
+
+    torch.set_num_threads(1)
+    import bench_torch_overhead as b
+
+    if args.dist:
+        b.init_dist()
+    kind, width, batch, item = b.LOOPS[args.loop]
+    run = b.make_loop(width, batch, kind, item=item)
+    run(20)  # the loop's own first steps (allocator, autograd caches)
+    if args.setting == "baseline":
+        run(20)
+        run(args.child_steps)
+        return
+    import gpuutil
+
+    os.environ["GPUUTIL_TORCH_HOOK"] = "libtorch"
+    with gpuutil.profile(detail=DETAIL[args.setting], report_interval_ms=args.report_interval_ms):
+        run(20)  # discovery and the sampled tier's first detail steps
+        run(args.child_steps)
+
+
+def instructions(setting: str, steps: int, args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            "valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={tmp}/cg.%p",
+            sys.executable, __file__, "--child", "--setting", setting, "--child-steps", str(steps),
+            "--loop", args.loop, "--report-interval-ms", str(args.report_interval_ms),
+        ] + (["--dist"] if args.dist else [])
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"bench_torch_instructions: {setting} ({steps} steps) failed:\n{done.stderr[-2000:]}")
+        refs = re.findall(r"I\s+refs:\s+([\d,]+)", done.stderr)
+        if not refs:
+            sys.exit(f"bench_torch_instructions: no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+        return sum(int(r.replace(",", "")) for r in refs)  # one line per process
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--loop", default="small", choices=("small", "wide", "mlp", "transformer"))
+    ap.add_argument("--dist", action="store_true", help="torch.distributed initialised (gloo, one rank)")
+    ap.add_argument("--settings", default="baseline,gpuutil-off,gpuutil,gpuutil-always")
+    ap.add_argument("--steps", default="100,400", help="the two step counts, short,long")
+    ap.add_argument("--report-interval-ms", type=float, default=10000.0)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--setting", help=argparse.SUPPRESS)
+    ap.add_argument("--child-steps", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args)
+        return 0
+    short, long = (int(s) for s in args.steps.split(","))
+    settings = args.settings.split(",")
+    unknown = [s for s in settings if s != "baseline" and s not in DETAIL]
+    if unknown:
+        ap.error(f"unknown setting(s) {unknown}")
+    per_step = {}
+    for setting in settings:
+        counts = []
+        for steps in (short, long):
+            counts.append(instructions(setting, steps, args))
+            print(f"{setting:15s} {steps:4d} steps: {counts[-1]:,} instructions", flush=True)
+        per_step[setting] = (counts[1] - counts[0]) / (long - short)
+    base = per_step.get("baseline")
+    label = f"loop {args.loop}" + (" (torch.distributed: gloo, 1 rank)" if args.dist else "")
+    print(f"\n{label}; instructions per step from {short} and {long} steps")
+    print("| setting | instructions per step | over baseline |")
+    print("|---|---:|---:|")
+    for setting, n in per_step.items():
+        extra = "" if base is None or setting == "baseline" else f"{n - base:+,.0f} ({100.0 * (n - base) / base:+.2f}%)"
+        print(f"| {setting} | {n:,.0f} | {extra} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
