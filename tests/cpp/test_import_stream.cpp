@@ -15,7 +15,6 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
-#include <zlib.h>
 
 #include <chrono>
 #include <cstdint>
@@ -29,6 +28,7 @@
 #include "collectors/replay/import_passes.h"
 #include "collectors/replay/trace_bytes.h"
 #include "gpuutil/kineto_import.h"
+#include "gzip_bytes.h"
 #include "import_compare.h"
 #include "mutation.h"
 #include "traces.h"
@@ -37,6 +37,7 @@ namespace gpuutil {
 namespace {
 
 using test::first_difference;
+using test::gzip_bytes;
 using test::kDeviceProperties;
 using test::kineto_doc;
 using test::kineto_event;
@@ -98,20 +99,6 @@ void expect_same(const std::string& doc, Pass expected, const char* label) {
   }
 }
 
-std::string gzip_bytes(const std::string& plain) {
-  uLongf size = compressBound(plain.size()) + 64;
-  std::string out(size, '\0');
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
-  zs.avail_in = static_cast<uInt>(plain.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
 
 std::string temp_file(const std::string& name, const std::string& bytes) {
   const std::string path = (std::filesystem::temp_directory_path() / ("gpuutil_stream_" + std::to_string(::getpid()) + "_" + name)).string();
@@ -359,23 +346,18 @@ bool reset_peak_rss() {
   return static_cast<bool>(clear);
 }
 
-size_t peak_rss_bytes() {
+// A "VmHWM:" / "VmRSS:" line of /proc/self/status, in bytes (0 if absent).
+size_t status_bytes(const std::string& field) {
   std::ifstream status("/proc/self/status");
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size())) * 1024;
   }
   return 0;
 }
 
-size_t rss_bytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  }
-  return 0;
-}
+size_t peak_rss_bytes() { return status_bytes("VmHWM:"); }
+size_t rss_bytes() { return status_bytes("VmRSS:"); }
 
 TEST(StreamImport, HoldsAWindowNotTheDocument) {
   // A 48 MB document of events the mapper keeps little of (cpu_op events

@@ -20,16 +20,16 @@
 #include "collectors/replay/kineto_category.h"
 #include "collectors/replay/trace_bytes.h"
 #include "gpuutil/kineto_import.h"
+#include "gzip_bytes.h"
 #include "traces.h"
 
 namespace gpuutil {
 namespace {
 
 using replay::DecimalStatus;
-
-using test::traces_dir;
-
+using test::gzip_bytes;
 using test::trace_path;
+using test::traces_dir;
 
 bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
 
@@ -43,19 +43,6 @@ std::string read_bytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-std::string gzip_bytes(const std::string& plain) {
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  std::string out(deflateBound(&zs, plain.size()) + 64, '\0');
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
-  zs.avail_in = static_cast<uInt>(plain.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
 
 ImportResult imp(std::string_view json) { return import_kineto_json(json, "<test>"); }
 

@@ -127,8 +127,21 @@ bool wants_stream(const replay::TraceSource& source, const ImportOptions& option
   return size_bytes >= stream_min_bytes(options);
 }
 
-// Streams `source` into `result`. `read_whole` (TraceBytes*, std::string*
-// error) -> bool reads the whole document when the stream gives up.
+// Reads the whole document with `read_whole` (TraceBytes*, std::string*
+// error) -> bool, and imports it.
+template <typename ReadWhole>
+void import_whole(ImportResult* result, const ImportOptions& options, ReadWhole read_whole) {
+  TraceBytes bytes;
+  std::string error;
+  if (!read_whole(&bytes, &error)) {
+    fail_unreadable(result, error);
+    return;
+  }
+  import_bytes(bytes, result, options);
+}
+
+// Streams `source` into `result`; `read_whole` reads the whole document
+// when the stream gives up.
 template <typename ReadWhole>
 void import_streamed(replay::TraceSource& source, const std::string* not_json_prefix, ImportResult* result,
                      const ImportOptions& options, ReadWhole read_whole) {
@@ -157,12 +170,7 @@ void import_streamed(replay::TraceSource& source, const std::string* not_json_pr
   g_stream_abandoned.fetch_add(1, std::memory_order_relaxed);
   reset(result);
   window.clear();
-  TraceBytes bytes;
-  if (!read_whole(&bytes, &error)) {
-    fail_unreadable(result, error);
-    return;
-  }
-  import_bytes(bytes, result, options);
+  import_whole(result, options, read_whole);
 }
 
 // The whole of an in-memory document, gunzipped when it is gzip.
@@ -177,6 +185,17 @@ bool whole_json(std::string_view json, TraceBytes* bytes, std::string* error) {
   bytes->size = json.size();
   std::memset(bytes->data() + json.size(), 0, kTracePaddingBytes);
   return true;
+}
+
+// Streams `source` or reads it whole, by its size.
+template <typename ReadWhole>
+void import_source(replay::TraceSource& source, const std::string* not_json_prefix, ImportResult* result,
+                   const ImportOptions& options, ReadWhole read_whole) {
+  if (wants_stream(source, options)) {
+    import_streamed(source, not_json_prefix, result, options, read_whole);
+  } else {
+    import_whole(result, options, read_whole);
+  }
 }
 
 template <typename Import>
@@ -199,46 +218,27 @@ ImportResult guarded(const std::string& source_name, Import import) {
 ImportResult import_kineto_file(const std::string& path, const ImportOptions& options) {
   return guarded(path, [&](ImportResult* result) {
     std::string error;
-    auto read_whole = [&path](TraceBytes* bytes, std::string* why) { return read_trace_file(path, bytes, why); };
     replay::TraceSource source;
     if (!source.open_file(path, &error)) {
       fail_unreadable(result, error);
       return;
     }
-    if (wants_stream(source, options)) {
-      // The same words read_trace_file() uses for a file that is not JSON.
-      const std::string prefix = source.gzip() ? "gzip: " : "cannot read " + path + ": ";
-      import_streamed(source, &prefix, result, options, read_whole);
-      return;
-    }
-    TraceBytes bytes;
-    if (!read_whole(&bytes, &error)) {
-      fail_unreadable(result, error);
-      return;
-    }
-    import_bytes(bytes, result, options);
+    // The same words read_trace_file() uses for a file that is not JSON.
+    const std::string prefix = source.gzip() ? "gzip: " : "cannot read " + path + ": ";
+    import_source(source, &prefix, result, options,
+                  [&path](TraceBytes* bytes, std::string* why) { return read_trace_file(path, bytes, why); });
   });
 }
 
 ImportResult import_kineto_json(std::string_view json, const std::string& source_name, const ImportOptions& options) {
   return guarded(source_name, [&](ImportResult* result) {
-    std::string error;
-    auto read_whole = [json](TraceBytes* bytes, std::string* why) { return whole_json(json, bytes, why); };
     replay::TraceSource source;
     source.open_memory(json);
-    if (wants_stream(source, options)) {
-      // gunzip() refuses inflated text that is not JSON; plain text is left
-      // to the parser, as the whole-document pass does.
-      const std::string prefix = "gzip: ";
-      import_streamed(source, source.gzip() ? &prefix : nullptr, result, options, read_whole);
-      return;
-    }
-    TraceBytes bytes;
-    if (!read_whole(&bytes, &error)) {
-      fail_unreadable(result, error);
-      return;
-    }
-    import_bytes(bytes, result, options);
+    // gunzip() refuses inflated text that is not JSON; plain text is left to
+    // the parser, as the whole-document pass does.
+    const std::string prefix = "gzip: ";
+    import_source(source, source.gzip() ? &prefix : nullptr, result, options,
+                  [json](TraceBytes* bytes, std::string* why) { return whole_json(json, bytes, why); });
   });
 }
 
