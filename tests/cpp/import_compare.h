@@ -5,6 +5,8 @@
 // cut in awkward places.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -164,6 +166,27 @@ inline std::string kineto_doc(int n, const std::string& before, const std::strin
   if (!after.empty()) doc += ",\n" + after;
   doc += "\n}\n";
   return doc;
+}
+
+// Every truncation of `doc` from `from_bytes` on, as is and closed again
+// with `]}`: `compare(text, &taken)` imports `text` by the pass under test
+// and serially, returns their difference ("" when identical) and sets
+// `taken` when the pass under test produced the result itself. Stops at
+// the first difference (a failed assertion); returns how many truncations
+// the pass took.
+template <typename Compare>
+size_t every_truncation_taken(const std::string& doc, size_t from_bytes, Compare compare) {
+  size_t taken = 0;
+  for (size_t n = from_bytes; n <= doc.size(); ++n) {
+    const std::string cut = doc.substr(0, n);
+    bool took = false;
+    EXPECT_EQ(compare(cut, &took), "") << "truncated at " << n;
+    if (::testing::Test::HasFailure()) break;
+    EXPECT_EQ(compare(cut + "\n  ]\n}\n", &took), "") << "closed at " << n;
+    if (::testing::Test::HasFailure()) break;
+    taken += took;
+  }
+  return taken;
 }
 
 }  // namespace gpuutil::test

@@ -1,12 +1,20 @@
 // Random mutations of a JSON document for the importer's fuzz tests
-// (test_import_robustness.cpp, test_import_parallel.cpp): truncation, byte
-// flips, deleted and duplicated spans, numbers and strings swapped,
-// structural characters inserted. Deterministic for a given PRNG state.
+// (test_import_robustness.cpp, test_import_parallel.cpp,
+// test_import_stream.cpp): truncation, byte flips, deleted and duplicated
+// spans, numbers and strings swapped, structural characters inserted.
+// Deterministic for a given PRNG state. differential_fuzz() drives a
+// pass-against-serial comparison with them.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gpuutil::test {
 
@@ -60,6 +68,37 @@ inline void mutate(std::string* doc, std::mt19937_64& rng) {
       break;
     }
   }
+}
+
+// The differential fuzz loop of the import-pass tests: for up to `seconds`
+// (at most 200,000 inputs), a seed (in turn) with 1-3 mutations goes to
+// `compare(doc, i, &taken)`, which imports it by the pass under test and
+// serially and returns their difference ("" when identical), setting
+// `taken` when the pass under test produced the result itself. The first
+// difference fails the test. Returns {inputs tried, inputs taken}.
+template <typename Compare>
+std::pair<size_t, size_t> differential_fuzz(const std::vector<std::string>& seeds, uint64_t rng_seed,
+                                            double seconds, Compare compare) {
+  const auto start = std::chrono::steady_clock::now();
+  std::mt19937_64 rng(rng_seed);
+  size_t i = 0;
+  size_t taken = 0;
+  for (; i < 200000; ++i) {
+    if ((i & 63) == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > seconds) {
+      break;
+    }
+    std::string doc = seeds[i % seeds.size()];
+    const size_t mutations = 1 + rng() % 3;
+    for (size_t m = 0; m < mutations; ++m) mutate(&doc, rng);
+    bool took = false;
+    const std::string diff = compare(doc, i, &took);
+    if (!diff.empty()) {
+      ADD_FAILURE() << "iteration " << i << ": " << diff;
+      break;
+    }
+    taken += took;
+  }
+  return {i, taken};
 }
 
 }  // namespace gpuutil::test

@@ -234,14 +234,14 @@ TEST(ParallelImport, EveryTruncationMatchesSerial) {
   // Truncated at every byte, as is and closed again with `]}`: the parallel
   // pass must refuse, fall back or succeed exactly like serial.
   const std::string doc = kineto_doc(24, std::string(kDeviceProperties), "  \"traceName\": \"x\"");
-  size_t split = 0;
-  for (size_t n = 0; n <= doc.size(); ++n) {
-    const std::string cut = doc.substr(0, n);
+  unsigned threads = 2;
+  const size_t split = test::every_truncation_taken(doc, 0, [&threads](const std::string& text, bool* took) {
     Pass pass = Pass::kSerialOnly;
-    ASSERT_EQ(compare_json(cut, 2, &pass), "") << "truncated at " << n;
-    ASSERT_EQ(compare_json(cut + "\n  ]\n}\n", 3, &pass), "") << "closed at " << n;
-    split += pass == Pass::kSplit;
-  }
+    const std::string diff = compare_json(text, threads, &pass);
+    threads = threads == 2 ? 3 : 2;  // as is with 2 threads, closed with 3
+    *took = pass == Pass::kSplit;
+    return diff;
+  });
   EXPECT_GT(split, 0u);
 }
 
@@ -286,23 +286,13 @@ TEST(ParallelImportFuzz, MutatedKinetoTraceMatchesSerial) {
   std::string error;
   if (!replay::read_trace_file(path, &plain, &error)) GTEST_SKIP() << error;
   const std::string seed_doc(plain.view());
-  const auto start = std::chrono::steady_clock::now();
-  std::mt19937_64 rng(0x5eed5011);
-  size_t i = 0;
-  size_t split = 0;
-  for (; i < 200000; ++i) {
-    if ((i & 63) == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > 4.0) break;
-    std::string doc = seed_doc;
-    const size_t mutations = 1 + rng() % 3;
-    for (size_t m = 0; m < mutations; ++m) test::mutate(&doc, rng);
-    Pass pass = Pass::kSerialOnly;
-    const std::string diff = compare_json(doc, 2 + static_cast<unsigned>(i % 3), &pass);
-    if (!diff.empty()) {
-      ADD_FAILURE() << "iteration " << i << ": " << diff;
-      break;
-    }
-    split += pass == Pass::kSplit;
-  }
+  const auto [i, split] =
+      test::differential_fuzz({seed_doc}, 0x5eed5011, 4.0, [](const std::string& doc, size_t n, bool* took) {
+        Pass pass = Pass::kSerialOnly;
+        const std::string diff = compare_json(doc, 2 + static_cast<unsigned>(n % 3), &pass);
+        *took = pass == Pass::kSplit;
+        return diff;
+      });
   std::printf("[ fuzz     ] %zu mutated inputs, %zu took the parallel pass\n", i, split);
   EXPECT_GT(split, 0u);
 }

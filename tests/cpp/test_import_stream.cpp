@@ -250,14 +250,12 @@ TEST(StreamImport, TinyAndEmptyDocuments) {
 TEST(StreamImport, EveryTruncationMatchesSerial) {
   const std::string doc = kineto_doc(40, std::string(kDeviceProperties), "  \"traceName\": \"x\"");
   ASSERT_GT(doc.size(), 4096u + 1000u);
-  size_t streamed = 0;
-  for (size_t n = 4000; n <= doc.size(); ++n) {
-    const std::string cut = doc.substr(0, n);
+  const size_t streamed = test::every_truncation_taken(doc, 4000, [](const std::string& text, bool* took) {
     Pass pass = Pass::kWhole;
-    ASSERT_EQ(compare_json(cut, 4096, &pass), "") << "truncated at " << n;
-    ASSERT_EQ(compare_json(cut + "\n  ]\n}\n", 4096, &pass), "") << "closed at " << n;
-    streamed += pass == Pass::kStream;
-  }
+    const std::string diff = compare_json(text, 4096, &pass);
+    *took = pass == Pass::kStream;
+    return diff;
+  });
   EXPECT_GT(streamed, 0u);
 }
 
@@ -408,23 +406,13 @@ TEST(StreamImportFuzz, MutatedTracesMatchSerial) {
   if (replay::read_trace_file(test::trace_path("hta_event_sync_a100.json.gz"), &real, &error)) {
     seeds.emplace_back(real.view());
   }
-  const auto start = std::chrono::steady_clock::now();
-  std::mt19937_64 rng(0x57ea3);
-  size_t i = 0;
-  size_t streamed = 0;
-  for (; i < 200000; ++i) {
-    if ((i & 63) == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > 5.0) break;
-    std::string doc = seeds[i % seeds.size()];
-    const size_t mutations = 1 + rng() % 3;
-    for (size_t m = 0; m < mutations; ++m) test::mutate(&doc, rng);
-    Pass pass = Pass::kWhole;
-    const std::string diff = compare_json(doc, kWindows[i % 3], &pass);
-    if (!diff.empty()) {
-      ADD_FAILURE() << "iteration " << i << ": " << diff;
-      break;
-    }
-    streamed += pass == Pass::kStream;
-  }
+  const auto [i, streamed] =
+      test::differential_fuzz(seeds, 0x57ea3, 5.0, [](const std::string& doc, size_t n, bool* took) {
+        Pass pass = Pass::kWhole;
+        const std::string diff = compare_json(doc, kWindows[n % 3], &pass);
+        *took = pass == Pass::kStream;
+        return diff;
+      });
   std::printf("[ fuzz     ] %zu mutated inputs, %zu streamed to the end\n", i, streamed);
   EXPECT_GT(streamed, 0u);
 }
