@@ -93,7 +93,12 @@ def main() -> int:
     if args.child:
         child(args)
         return 0
-    short, long = (int(s) for s in args.steps.split(","))
+    try:
+        short, long = (int(s) for s in args.steps.split(","))
+    except ValueError:
+        ap.error(f"--steps wants two integers, short,long; got {args.steps!r}")
+    if not 0 < short < long:
+        ap.error(f"--steps: need 0 < short < long; got {short},{long}")
     settings = args.settings.split(",")
     unknown = [s for s in settings if s != "baseline" and s not in DETAIL]
     if unknown:
