@@ -19,6 +19,7 @@ import timeit
 
 import torch
 
+from gpuutil import _core
 from gpuutil.torch._forward import ForwardRanges
 
 
@@ -30,11 +31,10 @@ def main() -> None:
     args = ap.parse_args()
     model = torch.nn.Sequential(*[torch.nn.Identity() for _ in range(args.modules)])
     x = torch.zeros(1)
-    ranges = []
+    import threading
 
-    def add(name: str, a: int, b: int) -> None:
-        if len(ranges) < 1000:
-            ranges.append(b - a)
+    session = _core.Session()
+    path = _core.StepPath(session, 0, threading.main_thread().ident)  # records the ranges, as in a profile
 
     def best_us(setup) -> float:
         fr = setup()
@@ -49,15 +49,15 @@ def main() -> None:
         return None
 
     def global_hooks():
-        fr = ForwardRanges(add)
+        fr = ForwardRanges(path)
         fr.install()  # discovering: global hooks on
         return fr
 
     def wrapped_roots():
-        fr = ForwardRanges(add)
+        fr = ForwardRanges(path)
         fr.install()
         model(x)
-        fr.on_step_end()  # discovery over: Sequential wrapped, global hooks gone
+        fr.on_step_end(1)  # discovery over: Sequential wrapped, global hooks gone
         return fr
 
     settings = {"plain": plain, "global hooks": global_hooks, "wrapped roots": wrapped_roots}

@@ -5,10 +5,17 @@ Wall and CPU time on a shared VM swing by ±10% or more from round to round
 (benchmarks/RESULTS.md), which hides a 1-2% overhead. Instruction counts do
 not swing: this runs the same loop under `valgrind --tool=cachegrind
 --cache-sim=no` (every thread's instructions, the gpuutil worker included)
-for two step counts per setting and takes the difference, so start-up
-(interpreter, torch import, the profile's start and stop) cancels out:
+for three or more step counts per setting and fits a line through them, so
+start-up (interpreter, torch import, the profile's start and stop) cancels
+out:
 
-    instructions per step = (I(steps_long) - I(steps_short)) / (steps_long - steps_short)
+    instructions per step = the least-squares slope of I(steps) over steps
+
+Each pair of neighbouring counts also gives its own slope; their spread is
+printed beside the fit. A one-time event (a lazy import, a report batch or
+a rediscovery step that falls into one run only) shows up there as a
+spread of more than a few tenths of a percent, where two counts alone would
+silently fold it into the slope.
 
 What this counts is work, not time: cache misses, lock waits and the
 worker's use of another core are not in it. It complements the interleaved
@@ -20,14 +27,18 @@ report batch as a native run at the default 100 ms has (a batch's fixed
 cost is amortised over its steps).
 
     python benchmarks/bench_torch_instructions.py [--loop small] [--dist]
-        [--settings baseline,gpuutil-off,gpuutil,gpuutil-always] [--steps 100,400]
+        [--settings baseline,gpuutil-off,gpuutil,gpuutil-always] [--steps 100,250,400]
+        [--jobs 2]
 
-Needs valgrind (Debian: apt-get install valgrind). Progress: one line per run.
+Needs valgrind (Debian: apt-get install valgrind). Runs --jobs Valgrind
+processes at once (instruction counts do not depend on what else runs).
+Progress: one line per run.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -84,7 +95,8 @@ def main() -> int:
     ap.add_argument("--loop", default="small", choices=("small", "wide", "mlp", "transformer"))
     ap.add_argument("--dist", action="store_true", help="torch.distributed initialised (gloo, one rank)")
     ap.add_argument("--settings", default="baseline,gpuutil-off,gpuutil,gpuutil-always")
-    ap.add_argument("--steps", default="100,400", help="the two step counts, short,long")
+    ap.add_argument("--steps", default="100,250,400", help="three or more step counts, comma-separated")
+    ap.add_argument("--jobs", type=int, default=2, help="Valgrind runs at once")
     ap.add_argument("--report-interval-ms", type=float, default=10000.0)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--setting", help=argparse.SUPPRESS)
@@ -94,31 +106,48 @@ def main() -> int:
         child(args)
         return 0
     try:
-        short, long = (int(s) for s in args.steps.split(","))
+        counts_of = sorted({int(s) for s in args.steps.split(",")})
     except ValueError:
-        ap.error(f"--steps wants two integers, short,long; got {args.steps!r}")
-    if not 0 < short < long:
-        ap.error(f"--steps: need 0 < short < long; got {short},{long}")
+        ap.error(f"--steps wants integers, comma-separated; got {args.steps!r}")
+    if len(counts_of) < 3 or counts_of[0] <= 0:
+        ap.error(f"--steps: need three or more different positive step counts; got {args.steps!r}")
+    if args.jobs < 1:
+        ap.error("--jobs must be >= 1")
     settings = args.settings.split(",")
     unknown = [s for s in settings if s != "baseline" and s not in DETAIL]
     if unknown:
         ap.error(f"unknown setting(s) {unknown}")
-    per_step = {}
+    runs = [(setting, steps) for setting in settings for steps in counts_of]
+    found: "dict[tuple[str, int], int]" = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(instructions, setting, steps, args): (setting, steps) for setting, steps in runs}
+        for done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
+            setting, steps = futures[fut]
+            found[(setting, steps)] = fut.result()
+            print(f"[{done}/{len(runs)}] {setting:15s} {steps:4d} steps: {found[(setting, steps)]:,} instructions",
+                  flush=True)
+    per_step, spread = {}, {}
     for setting in settings:
-        counts = []
-        for steps in (short, long):
-            counts.append(instructions(setting, steps, args))
-            print(f"{setting:15s} {steps:4d} steps: {counts[-1]:,} instructions", flush=True)
-        per_step[setting] = (counts[1] - counts[0]) / (long - short)
+        ys = [found[(setting, n)] for n in counts_of]
+        per_step[setting] = slope(counts_of, ys)
+        pairs = [(ys[i + 1] - ys[i]) / (counts_of[i + 1] - counts_of[i]) for i in range(len(ys) - 1)]
+        spread[setting] = (min(pairs), max(pairs))
     base = per_step.get("baseline")
     label = f"loop {args.loop}" + (" (torch.distributed: gloo, 1 rank)" if args.dist else "")
-    print(f"\n{label}; instructions per step from {short} and {long} steps")
-    print("| setting | instructions per step | over baseline |")
-    print("|---|---:|---:|")
+    print(f"\n{label}; instructions per step: least-squares slope over {', '.join(map(str, counts_of))} steps")
+    print("| setting | instructions per step | neighbouring-pair slopes | over baseline |")
+    print("|---|---:|---:|---:|")
     for setting, n in per_step.items():
+        lo, hi = spread[setting]
         extra = "" if base is None or setting == "baseline" else f"{n - base:+,.0f} ({100.0 * (n - base) / base:+.2f}%)"
-        print(f"| {setting} | {n:,.0f} | {extra} |")
+        print(f"| {setting} | {n:,.0f} | {lo:,.0f} – {hi:,.0f} | {extra} |")
     return 0
+
+
+def slope(xs: "list[int]", ys: "list[int]") -> float:
+    """The least-squares slope of ys over xs."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ void bind_nvml(py::module_& m);     // nvml_bindings.cpp
 void bind_live(py::module_& m);     // live_bindings.cpp
 void bind_torch_hook(py::module_& m);  // torch_hook_bindings.cpp
 void bind_cluster(py::module_& m);     // cluster_bindings.cpp
+void bind_step_path(py::module_& m);   // step_path_bindings.cpp
 
 namespace {
 
@@ -151,6 +152,7 @@ PYBIND11_MODULE(_core, m, py::mod_gil_not_used()) {
   bind_live(m);
   bind_torch_hook(m);
   bind_cluster(m);
+  bind_step_path(m);
   m.def("version", []() { return std::string(GPUUTIL_VERSION); }, "The gpuutil library version.");
   m.def("report_schema", []() { return std::string(gpuutil::kReportSchema); },
         "The JSON report schema id, e.g. 'gpuutil.report/1'.");

@@ -41,6 +41,16 @@ class DetailSchedule:
         """A finding fired for the first time: the next step collects detail."""
         self._requested = True
 
+    def steps_until_wanted(self, index: int) -> int:
+        """From step ``index``, how many steps until the next one that collects
+        detail (1: the next step; ``1 << 40``: none)."""
+        if self.mode != "sampled":
+            return 1 if self.mode == "always" else 1 << 40
+        nxt = index + 1
+        if self._requested or nxt < self._first:
+            return 1
+        return -(-nxt // self._every) * self._every - index
+
     def wants(self, index: int) -> bool:
         """Whether step ``index`` (0 = the first) collects detail."""
         if self.mode != "sampled":

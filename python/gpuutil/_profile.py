@@ -48,6 +48,8 @@ from gpuutil._buckets import BREAKDOWN_KEYS
 
 _BREAKDOWN_KEYS = BREAKDOWN_KEYS
 _now_ns = _core.now_ns
+# _core.StepPath.mode: how the optimizer post-hook treats a boundary.
+_PATH_ASK, _PATH_AUTO, _PATH_OFF = 0, 1, 2  # ask auto_step_boundary / close in C++ / user steps or stopped
 
 
 class Collector(Protocol):
@@ -55,9 +57,12 @@ class Collector(Protocol):
 
     ``start`` returns None when the collector runs, or a one-line reason why
     it cannot (the Profile reports it in every step's diagnostics).
-    ``on_step_end`` runs at every step boundary, on the training thread's
-    hot path (it must cost a few µs at most), unless the collector sets
-    ``per_step = False``. ``complete_until_ns`` returns the session-clock
+    ``on_step_end`` runs at step boundaries, on the training thread's hot
+    path (it must cost a few µs at most), unless the collector sets
+    ``per_step = False``: at every boundary, or, when the collector has
+    ``steps_until_due(prof)``, only at the boundary that many boundaries
+    after the last call (and whenever a report batch is due). Boundaries in
+    between stay in C++ (``_core.StepPath``). ``complete_until_ns`` returns the session-clock
     time up to which the collector has delivered everything (None: no
     constraint), asked before each report batch; an optional
     ``wait_complete(t_ns)`` blocks (bounded) until that reaches ``t_ns`` and
@@ -189,16 +194,19 @@ class Profile:
             raise OSError(f"gpuutil: {self._session.error}")
         self._reports = _ReportStore(keep_reports)
         self._report_interval_ns = int(report_interval_ms * 1e6)
-        self._last_report_ns = 0
+        # The step path in C++: automatic steps, range slots, and when this
+        # side is due at a boundary (a report batch, a collector's per-step work).
+        main = threading.main_thread().ident or 0
+        self._path = _core.StepPath(self._session, self._report_interval_ns, main)
         self._complete_ns = -(1 << 63)  # collectors' data is complete up to here
-        self._unreported = False  # steps closed since the last collect
         self._background = False  # batches analysed by the session's worker (set at start)
         self._on_step = _sinks(on_step)
         self._sink_failures = 0
         self._sink_failure_example = ""
         self._collectors: List[Collector] = []
         self._off_reasons: List[str] = []
-        self._next_step = 0
+        self._per_step: "tuple[Callable[[Profile], None], ...]" = ()
+        self._wakes: "tuple[Callable[[Profile], int], ...]" = ()
         self._running = False
         #: How step boundaries were found: "user" (prof.step()),
         #: "optimizer_step" (automatic, from optimizer step hooks) or None.
@@ -206,7 +214,6 @@ class Profile:
         # Diagnostics every step's report carries: (name, example) pairs
         # that collectors add at start (e.g. torch_hook_fallback).
         self.step_diagnostics: List["tuple[str, str]"] = []
-        self._auto_start_ns = 0
         self._depth = 0  # nested `with prof:` blocks; the outermost exit stops
         self._forked = False  # set in a forked child: the session is the parent's
         self._step_thread: Optional[int] = None  # the one thread that marks steps (prof.step())
@@ -250,13 +257,19 @@ class Profile:
             self._session.add_standing_diagnostic(name, example)
         # What runs at every step boundary: only collectors with per-step
         # work (the rest drain before each report batch, before_report).
-        self._per_step = tuple(c.on_step_end for c in self._collectors if getattr(c, "per_step", True))
+        per_step = [c for c in self._collectors if getattr(c, "per_step", True)]
+        self._per_step = tuple(c.on_step_end for c in per_step)
+        # None: the collector's per-step work is due at every boundary.
+        self._wakes = tuple(getattr(c, "steps_until_due", None) for c in per_step)
         # Batches are analysed by the session's worker thread, off the
         # training thread (report_interval_ms=0 analyses each step at its end).
         self._background = self._report_interval_ns > 0
         if self._background:
             self._session.start_worker()
-        self._auto_start_ns = _core.now_ns()
+        self._path.restart(_core.now_ns())
+        self._path.mode = {"user": _PATH_OFF, "optimizer_step": _PATH_AUTO}.get(self.steps_source or "", _PATH_ASK)
+        self._path.set_callbacks(self.auto_step_boundary, self._on_due)
+        self._rearm()
         _live_profiles.add(self)
         _signals.install()
         return self
@@ -269,11 +282,13 @@ class Profile:
             return
         self._running = False
         self._depth = 0
+        self._path.mode = _PATH_OFF
+        self._path.set_callbacks(None, None)  # they hold this profile
         if self._forked:
             return
         for c in self._collectors:
             c.stop(self)
-        self._unreported = False
+        self._path.unreported = False
         self._deliver(self._session.finish(_core.now_ns()))
         self._after_report(final=True)
         _live_profiles.discard(self)
@@ -298,8 +313,8 @@ class Profile:
         Steps are numbered from 0 unless ``step`` is given.
         """
         if step is None:
-            step = self._next_step
-        self._next_step = step + 1
+            step = self._path.next_step
+        self._path.next_step = step + 1
         return _StepScope(self, step)
 
     def begin_step(self, step: int) -> None:
@@ -326,13 +341,26 @@ class Profile:
             return
         _core.nvtx_pop_step()
         now = _now_ns()
-        self._session.end_step(now)
-        self._report_until(now)
+        due = self._path.end_user_step(now)
+        if due:
+            self._on_due(now, due == 2)
+
+    @property
+    def _next_step(self) -> int:
+        """The number the next step gets (kept by the C++ step path)."""
+        return self._path.next_step
+
+    @property
+    def _unreported(self) -> bool:
+        """Steps were closed since the last report batch."""
+        return self._path.unreported
 
     def _set_steps_source(self, source: str) -> None:
         if self.steps_source != source:
             self.steps_source = source
             self._session.set_steps_source(source)
+            if source == "user":
+                self._path.mode = _PATH_OFF  # the optimizer hooks no longer end steps
 
     def auto_step_boundary(self) -> bool:
         """Ends an automatic step now; called by optimizer step hooks.
@@ -347,25 +375,36 @@ class Profile:
             if not self._running or self.steps_source == "user" or self._forked:
                 return False
             self._set_steps_source("optimizer_step")
+            # Later boundaries are closed by the optimizer post-hook in C++.
+            self._path.mode = _PATH_AUTO
         elif not self._running or self._forked:
             return False
-        now = _now_ns()
-        self._session.close_step(self._next_step, self._auto_start_ns, now)
-        self._next_step += 1
-        self._auto_start_ns = now
-        self._report_until(now)
+        now, due = self._path.close_auto_step()
+        if due:
+            self._on_due(now, due == 2)
         return True
 
-    def _report_until(self, now: int) -> None:
-        """After a step closed at ``now``: the collectors' per-step work; the
-        finished steps are reported if ``report_interval_ms`` has passed
-        since the last report. The hot path of every step: keep it short."""
+    def _on_due(self, now: int, report: bool) -> None:
+        """A boundary at ``now`` at which this side is due (the step path
+        said so): the collectors' per-step work, then, if ``report``, a
+        report batch (``report_interval_ms`` has passed since the last)."""
         for on_step_end in self._per_step:
             on_step_end(self)
-        self._unreported = True
-        if now - self._last_report_ns >= self._report_interval_ns:
-            self._last_report_ns = now
+        if report:
             self._collect(now)
+        self._rearm()
+
+    def _rearm(self) -> None:
+        """Tells the step path when the collectors' per-step work is next due."""
+        if not self._per_step:
+            self._path.wake_in(1 << 40)
+            return
+        k = 1 << 40
+        for wake in self._wakes:
+            k = 1 if wake is None else min(k, wake(self))
+            if k <= 1:
+                break
+        self._path.wake_in(k)
 
     def set_measured_flops(self, flops: float, step: int) -> None:
         """Called by the collector that measured FLOPs per step on ``step``."""
@@ -376,7 +415,7 @@ class Profile:
         """Reports the finished steps whose data is complete. ``now``: the
         boundary that triggered it (the collectors say up to when their data
         is complete); None keeps what flush() worked out."""
-        self._unreported = False
+        self._path.unreported = False
         for c in self._collectors:
             before = getattr(c, "before_report", None)
             if before is not None:
@@ -405,6 +444,8 @@ class Profile:
                     after(self, final)
                 except Exception as e:  # noqa: BLE001 - never into the training loop
                     self._session.count("collector_failed", 1, f"{c.name}: {type(e).__name__}: {e}")
+        if self._running:
+            self._rearm()  # e.g. a finding asked for a detail step
 
     def cluster_view(self) -> Optional[Dict[str, Any]]:
         """The newest cross-rank view on the leader rank ({"ranks", "cluster",
@@ -430,9 +471,9 @@ class Profile:
         the device records of the work launched in them. Reading
         ``prof.reports`` or ``prof.summary()`` does this by itself."""
         self._check_owner()
-        if self._unreported:
+        if self._path.unreported:
             now = _core.now_ns()
-            self._last_report_ns = now
+            self._path.mark_reported(now)
             complete = now
             for c in self._collectors:
                 wait = getattr(c, "wait_complete", None)
@@ -603,6 +644,7 @@ def _after_fork_in_child() -> None:
     # no deadlock at exit). The C++ session checks its owner pid too.
     for prof in list(_live_profiles):
         prof._forked = True
+        prof._path.mode = _PATH_OFF
     _live_profiles.clear()
     _signals.reset_in_child()
 

@@ -610,6 +610,21 @@ TEST(FindingsHostOnly, DataloaderSyncAndOptimizerOfTheMainThreadAreFindingsAbove
   EXPECT_EQ(findings.front().id, "host_dataloader");  // ranked by recoverable time
 }
 
+// A one-step report (every live report) names the same top culprit as the
+// sums over several steps do: the most time, then the smallest name.
+TEST(FindingsHostOnly, OneStepAndManyStepsNameTheSameTopCulpritTiesByName) {
+  for (const int steps : {1, 3}) {
+    gpuutil::Report r = host_report(40, 6, 25, steps);
+    for (auto& st : r.steps) {
+      st.host[1].culprits[static_cast<int>(gpuutil::HostCategory::kDataloader)] = {
+          {"loader_b", 20'000'000, 1}, {"loader_a", 20'000'000, 1}, {"loader_c", 1'000'000, 1}};
+    }
+    const auto* dl = find(gpuutil::derive_findings(r), "host_dataloader");
+    ASSERT_NE(dl, nullptr) << steps << " steps";
+    EXPECT_NE(dl->evidence.find("top range: loader_a"), std::string::npos) << steps << " steps: " << dl->evidence;
+  }
+}
+
 TEST(FindingsHostOnly, BelowTheThresholdsThereIsNoHostFinding) {
   const auto findings = gpuutil::derive_findings(host_report(4, 4, 19));
   EXPECT_EQ(find(findings, "host_dataloader"), nullptr);

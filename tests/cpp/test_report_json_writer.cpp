@@ -162,6 +162,18 @@ TEST(JsonWriter, StringsMatchNlohmannEscapingAndUtf8Replacement) {
   expect_like_nlohmann("literal", ordered_json("literal"));  // not value(bool)
 }
 
+// The writer checks 8 bytes at a time for anything to escape: every byte
+// value, at every position of the first two words and the tail, is seen.
+TEST(JsonWriter, EveryByteAtEveryWordPositionIsEscapedLikeNlohmann) {
+  for (int c = 0; c < 256; ++c) {
+    for (size_t pos = 0; pos < 19; ++pos) {
+      std::string s(19, 'a');
+      s[pos] = static_cast<char>(c);
+      ASSERT_EQ(writer_dump(s), nl_dump(ordered_json(s))) << "byte " << c << " at " << pos;
+    }
+  }
+}
+
 TEST(JsonWriter, NullBoolAndNestedContainersMatchNlohmannCompactAndPretty) {
   for (const int indent : {-1, 0, 1, 2, 4}) {
     std::string out = "prefix ";  // the writer appends

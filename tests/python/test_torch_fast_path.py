@@ -31,20 +31,36 @@ class Other(torch.nn.Module):
         return x * 2
 
 
-def recorder():
-    ranges = []
-    return ranges, lambda name, a, b: ranges.append((name, a, b))
+class Recorder:
+    """A real session and step path; forward_ranges() closes one step and
+    returns its forward culprits {name: count} from the session's report."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.session = _core.Session()
+        self.path = _core.StepPath(self.session, 0, threading.main_thread().ident)
+        self.t0 = _core.now_ns()
+
+    def forward_ranges(self) -> "dict[str, int]":
+        now = _core.now_ns()
+        self.session.close_step(0, self.t0, now)
+        import json
+
+        (line,) = self.session.collect(now)
+        host = json.loads(line)["steps"][0]["host"]
+        return {c["name"]: c["count"] for h in host for c in h["culprits"]["forward"]}
 
 
 def test_forward_discovers_root_classes_then_wraps_only_them():
-    ranges, add = recorder()
-    fr = ForwardRanges(add, rediscover_every=1000)
+    rec = Recorder()
+    fr = ForwardRanges(rec.path, rediscover_every=1000)
     fr.install()
     net, x = Net(), torch.randn(2, 4)
     try:
         assert fr.discovering
         net(x)  # step 0: global hooks see Net at the outermost level
-        fr.on_step_end()
+        fr.on_step_end(1)
         assert not fr.discovering
         assert fr.wrapped_classes == [Net]
         # No global hook is left: child modules take PyTorch's fast path.
@@ -55,38 +71,40 @@ def test_forward_discovers_root_classes_then_wraps_only_them():
         net.body(x)  # not a root class: not timed
     finally:
         fr.uninstall()
-    assert [r[0] for r in ranges] == ["nn.Module: Net", "nn.Module: Net"]
-    assert all(b >= a for _, a, b in ranges)
+    assert rec.forward_ranges() == {"nn.Module: Net": 2}
     assert "__call__" not in Net.__dict__  # the class is restored
 
 
 def test_forward_rediscovery_finds_a_new_root_class():
-    ranges, add = recorder()
-    fr = ForwardRanges(add, rediscover_every=2)
+    rec = Recorder()
+    fr = ForwardRanges(rec.path, rediscover_every=2)
     fr.install()
     net, other, x = Net(), Other(), torch.randn(2, 4)
     try:
         net(x)
-        fr.on_step_end()  # step 1 ends: Net wrapped
+        assert fr.steps_until_due(0) == 1  # discovering: the next boundary ends it
+        fr.on_step_end(1)  # step 0 ends: Net wrapped
+        assert fr.steps_until_due(1) == 1  # the rediscovery starts at step 2
         other(x)  # not seen: no discovery running
-        fr.on_step_end()  # step 2 ends: a discovery step starts
+        fr.on_step_end(2)  # step 1 ends: a discovery step starts
         assert fr.discovering
         other(x)
-        fr.on_step_end()
+        fr.on_step_end(3)
         assert set(fr.wrapped_classes) == {Net, Other}
+        assert fr.steps_until_due(3) == 1 and fr.steps_until_due(2) == 2
     finally:
         fr.uninstall()
-    assert [r[0] for r in ranges] == ["nn.Module: Net", "nn.Module: Other"]
+    assert rec.forward_ranges() == {"nn.Module: Net": 1, "nn.Module: Other": 1}
 
 
 def test_forward_nested_roots_and_exceptions_make_one_range_each():
-    ranges, add = recorder()
-    fr = ForwardRanges(add)
+    rec = Recorder()
+    fr = ForwardRanges(rec.path)
     fr.install()
     net, x = Net(), torch.randn(2, 4)
     try:
         net(x)
-        fr.on_step_end()
+        fr.on_step_end(1)
 
         class Outer(torch.nn.Module):
             def __init__(self) -> None:
@@ -103,7 +121,7 @@ def test_forward_nested_roots_and_exceptions_make_one_range_each():
         net(x)  # depth was restored by the failed call
     finally:
         fr.uninstall()
-    assert [r[0] for r in ranges] == ["nn.Module: Net", "nn.Module: Outer", "nn.Module: Net", "nn.Module: Net"]
+    assert rec.forward_ranges() == {"nn.Module: Net": 3, "nn.Module: Outer": 1}
 
 
 def test_models_stay_picklable_and_copyable_while_profiled():

@@ -48,6 +48,9 @@ Finding host_finding(const char* id, std::string title, std::string evidence, st
 
 void host_findings(const Report& report, std::vector<Finding>& out) {
   std::map<int32_t, HostTotals> ranks;
+  // Culprit time summed over the steps, per rank and category. A one-step
+  // report (every live report) needs no sums: its culprits are the step's.
+  const bool one_step = report.steps.size() == 1;
   std::map<int32_t, std::array<std::map<std::string, int64_t>, kHostCategoryCount>> culprits;
   for (const auto& step : report.steps) {
     std::map<int32_t, const HostThreadStepReport*> main;
@@ -62,17 +65,28 @@ void host_findings(const Report& report, std::vector<Finding>& out) {
       ++t.steps;
       for (int c = 0; c < kHostCategoryCount; ++c) {
         t.ns[c] += h->breakdown_ns[c];
-        for (const auto& n : h->culprits[c]) culprits[rank][c][n.name] += n.ns;
+        if (one_step) {
+          // The most time, the smallest name among equals (as the sums' map order gives).
+          const NamedTime* best = nullptr;
+          for (const auto& n : h->culprits[c]) {
+            if (best == nullptr || n.ns > best->ns || (n.ns == best->ns && n.name < best->name)) best = &n;
+          }
+          if (best != nullptr) t.top_culprit[c] = best->name;
+        } else {
+          for (const auto& n : h->culprits[c]) culprits[rank][c][n.name] += n.ns;
+        }
       }
     }
   }
   std::vector<HostTotals> totals;
   for (auto& [rank, t] : ranks) {
-    for (int c = 0; c < kHostCategoryCount; ++c) {
-      const auto& m = culprits[rank][c];
-      const auto best =
-          std::max_element(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-      if (best != m.end()) t.top_culprit[c] = best->first;
+    if (!one_step) {
+      for (int c = 0; c < kHostCategoryCount; ++c) {
+        const auto& m = culprits[rank][c];
+        const auto best =
+            std::max_element(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+        if (best != m.end()) t.top_culprit[c] = best->first;
+      }
     }
     totals.push_back(std::move(t));
   }

@@ -1,20 +1,35 @@
 // Human-readable numbers (see text_format.h).
 #include "analysis/text_format.h"
 
+#include <charconv>
 #include <cstdio>
+#include <system_error>
 
 namespace gpuutil {
 
-std::string ms_text(int64_t ns) {
+namespace {
+
+// printf(fmt, v) into 32 bytes (fmt: "%.1f" and a suffix), without printf
+// for the values findings print (they run for every live step report):
+// to_chars rounds the exact binary value correctly, as printf does. A value
+// with more than 24 characters (never a real time or share) takes printf,
+// truncated at 31 characters as before.
+std::string one_decimal(double v, const char* suffix, const char* fmt) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
-  return buf;
+  const auto r = std::to_chars(buf, buf + 24, v, std::chars_format::fixed, 1);
+  if (r.ec != std::errc()) {
+    std::snprintf(buf, sizeof buf, fmt, v);
+    return buf;
+  }
+  std::string out(buf, r.ptr);
+  out += suffix;
+  return out;
 }
-std::string pct_text(double f) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", f * 100.0);
-  return buf;
-}
+
+}  // namespace
+
+std::string ms_text(int64_t ns) { return one_decimal(static_cast<double>(ns) / 1e6, " ms", "%.1f ms"); }
+std::string pct_text(double f) { return one_decimal(f * 100.0, "%", "%.1f%%"); }
 std::string bytes_text(double bytes) {
   char buf[32];
   if (bytes >= 1024.0 * 1024.0) {

@@ -163,13 +163,33 @@ class JsonWriter {
     put(c);
     state_ = State::kNext;
   }
+  // Whether any of the 8 bytes in `x` needs escaping or is not printable
+  // ASCII: < 0x20, >= 0x7F, '"' or '\\' (exact: the classic "has a zero
+  // byte" / "has a byte less than n" word tests, n <= 128).
+  static bool word_needs_escape(uint64_t x) {
+    constexpr uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+    auto has_zero = [](uint64_t v) { return (v - kOnes) & ~v & kHighs; };
+    const uint64_t below_space = (x - kOnes * 0x20) & ~x & kHighs;
+    return (below_space | (x & kHighs) | has_zero(x ^ (kOnes * 0x7F)) | has_zero(x ^ (kOnes * '"')) |
+            has_zero(x ^ (kOnes * '\\'))) != 0;
+  }
+  static bool needs_escape(std::string_view s) {
+    size_t i = 0;
+    for (; i + 8 <= s.size(); i += 8) {
+      uint64_t x;
+      std::memcpy(&x, s.data() + i, 8);
+      if (word_needs_escape(x)) return true;
+    }
+    for (; i < s.size(); ++i) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c < 0x20 || c > 0x7E || c == '"' || c == '\\') return true;
+    }
+    return false;
+  }
   void append_string(std::string_view s) {
-    for (const char ch : s) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c < 0x20 || c > 0x7E || c == '"' || c == '\\') {
-        append_escaped(s);
-        return;
-      }
+    if (needs_escape(s)) {
+      append_escaped(s);
+      return;
     }
     char* p = room(s.size() + 2);
     p[0] = '"';

@@ -76,15 +76,8 @@ class TorchCollector:
         self._autograd_nodes = self._cuda if autograd_nodes is None else autograd_nodes
         self._schedule = DetailSchedule(getattr(prof, "detail", "sampled"))
         self._detail_flag = [False]  # shared with the Python hooks: the detail tier is on
-        self._index = 0  # step index since start (the schedule's)
         self._findings_seen = 0
         self._dist = dist_module_if_initialised
-        # Under torch.distributed, gloo's worker threads record each
-        # collective ("gloo:*") a moment after the training thread was
-        # released from it, so a step's data is complete only at the next
-        # boundary: reports lag one step (complete_until_ns).
-        self._prev_boundary_ns: Optional[int] = None
-        self._boundary_ns: Optional[int] = None
         self._ext: Any = None
         self._drainer: Any = None
         self._hooks: Optional[PythonHooks] = None
@@ -130,27 +123,40 @@ class TorchCollector:
         prof._session.set_detail(_now_ns(), on)
 
     def on_step_end(self, prof: "Profile") -> None:
-        """At every step boundary (the hot path): the detail tier for the
-        next step, forward discovery's step count, FLOPs measurement while
-        it runs, the boundary times, and with CUDA the allocator sample.
-        The rings are drained before each report batch (before_report), and
-        after each detail step (its per-op ranges fill them faster)."""
+        """At the step boundaries steps_until_due() asks for (and whenever
+        a report batch is due): the detail tier for the next step, forward
+        discovery, FLOPs measurement while it runs, and with CUDA the
+        allocator sample. The rings are drained before each report batch
+        (before_report), and after each detail step (its per-op ranges
+        fill them faster)."""
+        index = prof._path.boundaries  # the step starting now (1 at the first boundary)
         if self._ext is not None:
-            self._index += 1
             if self._detail_flag[0]:
                 self._drain()
-            want = self._schedule.wants(self._index)
+            want = self._schedule.wants(index)
             if want != self._detail_flag[0]:
                 self._set_detail(prof, want)
         if self._hooks is not None:
-            self._hooks.on_step_end()
+            self._hooks.on_step_end(index)
         if self._flops is not None:
             self._flops.on_step_end()
-        self._prev_boundary_ns, self._boundary_ns = self._boundary_ns, _now_ns()
         if self._cuda:
             self._sample_allocator(prof)
             if not self._devices_set:
                 self._devices_set = set_device_info(prof._session)
+
+    def steps_until_due(self, prof: "Profile") -> int:
+        """How many boundaries from now on_step_end must next run at: every
+        one with CUDA (the allocator sample), while FLOPs are measured and
+        while the detail tier is on; else at the next detail step or forward
+        rediscovery, whichever comes first."""
+        if self._cuda or self._detail_flag[0] or (self._flops is not None and not self._flops.done):
+            return 1
+        index = prof._path.boundaries
+        k = self._hooks.steps_until_due(index) if self._hooks is not None else 1 << 40
+        if self._ext is not None:
+            k = min(k, self._schedule.steps_until_wanted(index))
+        return k
 
     def before_report(self, prof: "Profile") -> None:
         """Before each report batch: the hook's rings into the session (they
@@ -181,9 +187,13 @@ class TorchCollector:
             session.add_counter("torch_peak_allocated_bytes", now, device, peak)
 
     def complete_until_ns(self) -> Optional[int]:
+        """Under torch.distributed, gloo's worker threads record each
+        collective ("gloo:*") a moment after the training thread was
+        released from it, so a step's data is complete only at the next
+        boundary: reports lag one step."""
         if self._dist() is None:
             return None
-        return self._prev_boundary_ns if self._prev_boundary_ns is not None else -(1 << 62)
+        return int(self._prof._path.prev_boundary_ns)
 
     def wait_complete(self, t_ns: int) -> Optional[int]:
         """flush(): everything recorded by now is drained."""

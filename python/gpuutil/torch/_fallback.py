@@ -24,16 +24,18 @@ step, backward, forward and blocking-copy hooks are installed; the rest
 (DataLoader, zero_grad, collectives when torch.distributed is initialised)
 comes from PyTorch's own RecordFunction ranges.
 
-Cost: one ``time`` read and one ``Session.add_range`` call (a C++ call that
-takes the session lock) per hooked call, a few microseconds; only
-coarse-grained calls are hooked. Every patch is undone by ``uninstall()``.
+Cost: each hook is one Python wrapper frame around the call, a clock read
+and one C++ call into the profile's step path (``_core.StepPath``), which
+knows the calling thread and the range's name and category already (a
+"slot"; the session lock is taken once per range). The optimizer pre/post
+hooks are the step path's own C++ methods, with no Python frame; the
+post-hook also closes the automatic step there. Only coarse-grained calls
+are hooked. Every patch is undone by ``uninstall()``.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 import torch
 
@@ -78,31 +80,21 @@ class PythonHooks:
         detail tier records ``aten::item`` and ``c10d::*`` itself: those two
         hooks then let the call through untimed."""
         self._prof = prof
+        self._path = prof._path
         self._python_ranges = python_ranges
         self._item_hook = item_hook or python_ranges
         self._collectives_hook = collectives_hook or python_ranges
         self._detail = detail_flag if detail_flag is not None else [False]
-        self._session = prof._session
         self._forward_hooks = forward_hooks
-        self._threads: Dict[int, int] = {}
-        self._local = threading.local()
         self._undo: List[Callable[[], None]] = []
-        self._pid = os.getpid()
         self._forward: Optional[ForwardRanges] = None
 
     # -- helpers -------------------------------------------------------
-    def _thread(self) -> int:
-        key = threading.get_ident() & 0xFFFFFFFF  # gpuutil._profile.thread_key(): what CUPTI records
-        idx = self._threads.get(key)
-        if idx is None:
-            idx = self._session.thread_index(
-                self._pid, key, threading.current_thread().name, os_tid=threading.get_native_id()
-            )
-            self._threads[key] = idx
-        return idx
-
-    def _add(self, name: str, start_ns: int, end_ns: int, is_op: bool = False) -> None:
-        self._session.add_range(name, start_ns, end_ns, self._thread(), is_op)
+    def _add_named(self, name: str, start_ns: int) -> None:
+        """The range [start_ns, now) named ``name`` on the calling thread
+        (for names built per call; fixed names use a slot)."""
+        path = self._path
+        path.add(path.slot(name), start_ns)
 
     def _patch(self, owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         """Replaces ``owner.attr`` by ``make(original)``; undo restores exactly
@@ -140,7 +132,7 @@ class PythonHooks:
     def _install_dataloader(self) -> None:
         from torch.utils.data import dataloader
 
-        add = self._add
+        add = self._add_named
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def __next__(it: Any) -> Any:
@@ -148,7 +140,7 @@ class PythonHooks:
                 try:
                     return original(it)
                 finally:
-                    add(f"enumerate(DataLoader)#{type(it).__name__}.__next__", start, _now_ns())
+                    add(f"enumerate(DataLoader)#{type(it).__name__}.__next__", start)
 
             return __next__
 
@@ -157,31 +149,15 @@ class PythonHooks:
     def _install_optimizer(self) -> None:
         from torch.optim import optimizer as optim_mod
 
-        local = self._local
-        add = self._add
-        prof = self._prof
+        add = self._add_named
         # Recorded here in both modes: PyTorch's own "Optimizer.step#..."
         # range (which the LibTorch hook also sees) closes only after these
-        # hooks, that is after the step boundary this post-hook makes.
-        main_ident = threading.main_thread().ident
-
-        def pre(opt: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
-            stack = getattr(local, "opt_stack", None)
-            if stack is None:
-                stack = local.opt_stack = []
-            stack.append(_now_ns())
-
-        def post(opt: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
-            stack = getattr(local, "opt_stack", None)
-            if not stack:
-                return
-            start = stack.pop()
-            add(f"Optimizer.step#{type(opt).__name__}.step", start, _now_ns())
-            if not stack and threading.get_ident() == main_ident:
-                prof.auto_step_boundary()
-
-        h1 = optim_mod.register_optimizer_step_pre_hook(pre)
-        h2 = optim_mod.register_optimizer_step_post_hook(post)
+        # hooks, that is after the step boundary this post-hook makes. Both
+        # hooks are C++ (the step path): the post-hook records the range
+        # "Optimizer.step#<Class>.step" and, at the outermost step on the
+        # main thread, ends the automatic step (Profile.auto_step_boundary).
+        h1 = optim_mod.register_optimizer_step_pre_hook(self._path.optimizer_pre)
+        h2 = optim_mod.register_optimizer_step_post_hook(self._path.optimizer_post)
         self._undo.append(h1.remove)
         self._undo.append(h2.remove)
 
@@ -191,7 +167,7 @@ class PythonHooks:
                 try:
                     return original(opt, *args, **kwargs)
                 finally:
-                    add(f"Optimizer.zero_grad#{type(opt).__name__}.zero_grad", start, _now_ns())
+                    add(f"Optimizer.zero_grad#{type(opt).__name__}.zero_grad", start)
 
             return zero_grad
 
@@ -203,7 +179,8 @@ class PythonHooks:
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """A patch maker: the call, timed as one range named ``name``
         (``untimed_in_detail``: not while the hook's detail tier records it)."""
-        add = self._add
+        add = self._path.add
+        slot = self._path.slot(name, is_op)
         detail = self._detail if untimed_in_detail else [False]
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -214,7 +191,7 @@ class PythonHooks:
                 try:
                     return original(*args, **kwargs)
                 finally:
-                    add(name, start, _now_ns(), is_op)
+                    add(slot, start)
 
             return timed
 
@@ -226,16 +203,19 @@ class PythonHooks:
         counters with ``.item()`` once per parameter (AdamW: ~30 calls per
         step for a small transformer), which waits for nothing and would
         only cost time and blur the optimizer's own time."""
-        timed = self._timed("aten::item", untimed_in_detail=True)
-        local = self._local
+        path = self._path
+        add, slot, in_optimizer = path.add, path.slot("aten::item", True), path.in_optimizer
+        detail = self._detail
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
-            timed_item = timed(original)
-
             def item(t: Any) -> Any:
-                if getattr(local, "opt_stack", None) and not on_accelerator(t):
+                if detail[0] or in_optimizer() and not on_accelerator(t):
                     return original(t)
-                return timed_item(t)
+                start = _now_ns()
+                try:
+                    return original(t)
+                finally:
+                    add(slot, start)
 
             return item
 
@@ -246,10 +226,10 @@ class PythonHooks:
         ``.tolist()``, ``.numpy()`` of a tensor on an accelerator, and
         ``torch.cuda.synchronize()``. A CPU tensor's ``.cpu()`` waits for
         nothing and makes no range."""
-        add = self._add
+        add = self._path.add
 
         def make(label: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-            name = f"## host_sync: {label} ##"
+            slot = self._path.slot(f"## host_sync: {label} ##", True)
 
             def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
                 def method(t: Any, *args: Any, **kwargs: Any) -> Any:
@@ -259,7 +239,7 @@ class PythonHooks:
                     try:
                         return original(t, *args, **kwargs)
                     finally:
-                        add(name, start, _now_ns(), True)
+                        add(slot, start)
 
                 return method
 
@@ -281,31 +261,33 @@ class PythonHooks:
                 self._patch(dist, fname, self._timed(f"c10d::{fname}", untimed_in_detail=not self._python_ranges))
 
     def _install_backward(self) -> None:
-        add = self._add
-        local = self._local
+        # The outermost backward per thread is one "## backward ##" range
+        # (the step path keeps the depth).
+        enter, exit_ = self._path.backward_enter, self._path.backward_exit
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def backward(*args: Any, **kwargs: Any) -> Any:
-                if getattr(local, "in_backward", False):
-                    return original(*args, **kwargs)
-                local.in_backward = True
-                start = _now_ns()
+                enter()
                 try:
                     return original(*args, **kwargs)
                 finally:
-                    local.in_backward = False
-                    add("## backward ##", start, _now_ns())
+                    exit_()
 
             return backward
 
         self._patch(torch.autograd, "backward", make)
 
     def _install_forward(self) -> None:
-        self._forward = ForwardRanges(self._add)
+        self._forward = ForwardRanges(self._path)
         self._forward.install()
         self._undo.append(self._forward.uninstall)
 
-    def on_step_end(self) -> None:
-        """Called at every step boundary (forward-class discovery)."""
+    def on_step_end(self, index: int) -> None:
+        """Called at step boundaries (forward-class discovery); ``index``:
+        the step starting now."""
         if self._forward is not None:
-            self._forward.on_step_end()
+            self._forward.on_step_end(index)
+
+    def steps_until_due(self, index: int) -> int:
+        """Boundaries until on_step_end must run again (forward rediscovery)."""
+        return self._forward.steps_until_due(index) if self._forward is not None else 1 << 40

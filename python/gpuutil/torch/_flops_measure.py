@@ -44,6 +44,11 @@ class FlopsMeasurement:
             self._mode = FlopCounterMode(display=False)
             self._mode.__enter__()
 
+    @property
+    def done(self) -> bool:
+        """Measured (or found nothing to count): no more per-step work."""
+        return self.flops is not None
+
     def _finish(self) -> None:
         mode, self._mode = self._mode, None
         assert mode is not None

@@ -15,66 +15,48 @@ Only the outermost call on a thread makes a range (a depth count per
 thread), so nested or doubly-instrumented calls never double count. An
 exception in forward still closes the range. ``uninstall()`` restores
 every class and removes every hook.
+
+The bookkeeping is the step path's (``_core.StepPath``: ``forward_enter``,
+``forward_exit(module)``, ``forward_depth``): the depth per thread, the
+range name per class and the range itself are C++, so a wrapped call costs
+one Python frame (the wrapper) and two C++ calls.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
-from gpuutil import _core
-
-_now_ns = _core.now_ns
 _MISSING = object()
 
 
 class ForwardRanges:
     """Times outermost module calls; see the module docstring."""
 
-    def __init__(self, add: Callable[[str, int, int], None], *, rediscover_every: int = 100) -> None:
-        self._add = add
+    def __init__(self, path: Any, *, rediscover_every: int = 100) -> None:
+        """``path``: the profile's ``_core.StepPath`` (it records the ranges)."""
+        self._path = path
         self._rediscover_every = max(1, rediscover_every)
-        self._local = threading.local()
-        self._names: Dict[type, str] = {}
         self._wrapped: Dict[type, Any] = {}  # class -> its own __call__ before wrapping, or _MISSING
         self._discovered: List[type] = []
         self._global: Optional[List[Any]] = None  # handles while discovering
-        self._steps = 0
-
-    # -- range bookkeeping (shared by hooks and wrappers) -----------------
-    def _enter(self) -> None:
-        local = self._local
-        depth = getattr(local, "depth", 0)
-        if depth == 0:
-            local.start_ns = _now_ns()
-        local.depth = depth + 1
-
-    def _exit(self, mod: Any) -> None:
-        local = self._local
-        depth = getattr(local, "depth", 0) - 1
-        if depth < 0:
-            return
-        local.depth = depth
-        if depth == 0:
-            cls = type(mod)
-            name = self._names.get(cls)
-            if name is None:
-                name = self._names[cls] = f"nn.Module: {cls.__name__}"
-            self._add(name, local.start_ns, _now_ns())
+        self._next_discovery = rediscover_every  # step index of the next rediscovery
 
     # -- discovery with global hooks -------------------------------------
     def _start_discovery(self) -> None:
         from torch.nn.modules import module as module_mod
 
+        path = self._path
+        enter = path.forward_enter
+
         def pre(mod: Any, args: Any) -> None:
-            if getattr(self._local, "depth", 0) == 0:
+            if path.forward_depth == 0:
                 cls = type(mod)
                 if cls not in self._wrapped and cls not in self._discovered:
                     self._discovered.append(cls)
-            self._enter()
+            enter()
 
         def post(mod: Any, args: Any, out: Any) -> None:
-            self._exit(mod)
+            path.forward_exit(mod)
 
         self._global = [
             module_mod.register_module_forward_pre_hook(pre),
@@ -95,7 +77,7 @@ class ForwardRanges:
         if cls is torch.nn.Module or cls in self._wrapped:
             return  # wrapping the base class would be a global hook again
         original = cls.__call__
-        enter, exit_ = self._enter, self._exit
+        enter, exit_ = self._path.forward_enter, self._path.forward_exit
 
         def __call__(mod: Any, *args: Any, **kwargs: Any) -> Any:
             enter()
@@ -111,13 +93,20 @@ class ForwardRanges:
     def install(self) -> None:
         self._start_discovery()
 
-    def on_step_end(self) -> None:
-        """Called at every step boundary: ends or starts a discovery step."""
-        self._steps += 1
+    def on_step_end(self, index: int) -> None:
+        """Called at step boundaries (``index``: the step starting now, 1 at
+        the first boundary): ends or starts a discovery step. It must be
+        called at the boundary steps_until_due() named, and may be called
+        at any other."""
         if self._global is not None:
             self._end_discovery()
-        elif self._steps % self._rediscover_every == 0:
+        elif index >= self._next_discovery:
+            self._next_discovery = index + self._rediscover_every
             self._start_discovery()
+
+    def steps_until_due(self, index: int) -> int:
+        """Boundaries from step ``index``'s start to the next one on_step_end must see."""
+        return 1 if self._global is not None else max(1, self._next_discovery - index)
 
     @property
     def wrapped_classes(self) -> List[type]:

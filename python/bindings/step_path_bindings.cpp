@@ -1,0 +1,256 @@
+// Python bindings for the live step path (gpuutil/step_path.h): the calls a
+// training step makes into gpuutil, each one C++ call with no Python frame
+// of gpuutil's own behind it.
+//
+// `StepPath(session, report_interval_ns, main_thread_ident)` adds what only
+// the Python side knows:
+// - the calling thread's session index, cached per thread (the thread is
+//   registered once, named by threading.current_thread().name), so a hook
+//   hands over a start time and nothing else;
+// - outermost-call depths per thread for forward (nn.Module calls) and
+//   backward (torch.autograd.backward), and the optimizer-step stack, so a
+//   nested call never makes a second range;
+// - the range name of a module or optimizer class, built and classified
+//   once per class;
+// - the optimizer post-hook itself (`optimizer_post`, registered with
+//   torch.optim's global hook): it records the step's range and, on the
+//   main thread, closes the automatic step; only when the profile's Python
+//   side is due (a report batch, or a collector's per-step work it asked
+//   for with wake_in) does it call `on_due(now_ns, report)`.
+//
+// Automatic steps have three modes: 0 "ask" (the post-hook calls `ask()`,
+// the profile's auto_step_boundary, which decides whether steps are
+// automatic), 1 "auto" (closed here), 2 "off" (user-marked steps, stopped,
+// or forked). All methods are called with the GIL held.
+#include <pybind11/pybind11.h>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "gpuutil/clock.h"
+#include "gpuutil/session.h"
+#include "gpuutil/step_path.h"
+#include "gpuutil/thread_key.h"
+
+namespace py = pybind11;
+
+namespace {
+
+std::atomic<uint64_t> g_next_serial{1};
+
+// One thread's state for one StepPath (a few paths may be alive at once).
+struct ThreadState {
+  static constexpr int kMaxOptimizerDepth = 16;
+  uint64_t serial = 0;  // the StepPath this is for; 0 = unused
+  uint32_t thread = 0;  // session thread index
+  int forward_depth = 0;
+  int64_t forward_start_ns = 0;
+  int backward_depth = 0;
+  int64_t backward_start_ns = 0;
+  int optimizer_depth = 0;
+  int64_t optimizer_start_ns[kMaxOptimizerDepth] = {};
+};
+
+constexpr size_t kStatesPerThread = 4;
+thread_local std::array<ThreadState, kStatesPerThread> t_states;
+
+class PyStepPath {
+ public:
+  PyStepPath(gpuutil::Session& session, int64_t report_interval_ns, uint64_t main_thread_ident)
+      : session_(session),
+        path_(session, report_interval_ns),
+        serial_(g_next_serial.fetch_add(1)),
+        main_thread_(main_thread_ident),
+        backward_slot_(path_.slot("## backward ##", false)) {}
+
+  gpuutil::StepPath& path() { return path_; }
+
+  // This thread's state, registering the thread on first use.
+  ThreadState& state() {
+    for (ThreadState& s : t_states) {
+      if (s.serial == serial_) return s;
+    }
+    ThreadState* pick = &t_states[0];
+    for (ThreadState& s : t_states) {
+      if (s.serial < pick->serial) pick = &s;  // unused (0) or the oldest path
+    }
+    *pick = ThreadState{};
+    pick->serial = serial_;
+    std::string name;
+    try {
+      name = py::module_::import("threading").attr("current_thread")().attr("name").cast<std::string>();
+    } catch (const py::error_already_set&) {
+      name.clear();  // interpreter shutting down: an unnamed thread
+    }
+    pick->thread = session_.thread_index(::getpid(), gpuutil::this_thread_key(), name, gpuutil::this_os_tid());
+    return *pick;
+  }
+
+  uint32_t thread_here() { return state().thread; }
+
+  void add(uint32_t slot, int64_t start_ns) { path_.add(slot, start_ns, gpuutil::session_now_ns(), state().thread); }
+
+  uint32_t named_slot(const std::string& name, bool is_op) {
+    auto& cache = is_op ? op_names_ : range_names_;
+    auto it = cache.find(name);
+    if (it == cache.end()) it = cache.emplace(name, path_.slot(name, is_op)).first;
+    return it->second;
+  }
+
+  // --- forward: the outermost nn.Module call on this thread ---
+  void forward_enter() {
+    ThreadState& s = state();
+    if (s.forward_depth++ == 0) s.forward_start_ns = gpuutil::session_now_ns();
+  }
+  void forward_exit(py::handle module) {
+    ThreadState& s = state();
+    if (s.forward_depth <= 0) return;  // entered before the profile started
+    if (--s.forward_depth == 0) {
+      path_.add(class_slot(module, module_slots_, "nn.Module: ", ""), s.forward_start_ns, gpuutil::session_now_ns(),
+                s.thread);
+    }
+  }
+  int forward_depth() { return state().forward_depth; }
+
+  // --- backward: the outermost torch.autograd.backward on this thread ---
+  void backward_enter() {
+    ThreadState& s = state();
+    if (s.backward_depth++ == 0) s.backward_start_ns = gpuutil::session_now_ns();
+  }
+  void backward_exit() {
+    ThreadState& s = state();
+    if (s.backward_depth <= 0) return;
+    if (--s.backward_depth == 0) path_.add(backward_slot_, s.backward_start_ns, gpuutil::session_now_ns(), s.thread);
+  }
+
+  // --- optimizer step: global pre/post hooks of torch.optim ---
+  void optimizer_pre() {
+    ThreadState& s = state();
+    const int d = s.optimizer_depth++;
+    s.optimizer_start_ns[d < ThreadState::kMaxOptimizerDepth ? d : ThreadState::kMaxOptimizerDepth - 1] =
+        gpuutil::session_now_ns();
+  }
+  void optimizer_post(py::handle optimizer) {
+    ThreadState& s = state();
+    if (s.optimizer_depth <= 0) return;  // its pre-hook ran before the profile started
+    const int d = --s.optimizer_depth;
+    const int64_t start_ns =
+        s.optimizer_start_ns[d < ThreadState::kMaxOptimizerDepth ? d : ThreadState::kMaxOptimizerDepth - 1];
+    const int64_t now_ns = gpuutil::session_now_ns();
+    path_.add(class_slot(optimizer, optimizer_slots_, "Optimizer.step#", ".step"), start_ns, now_ns, s.thread);
+    if (d != 0 || static_cast<uint64_t>(pthread_self()) != main_thread_) return;
+    if (mode_ == kAuto) {
+      due(now_ns, path_.close_auto_step(now_ns));
+    } else if (mode_ == kAsk && ask_) {
+      ask_();
+    }
+  }
+  bool in_optimizer() { return state().optimizer_depth > 0; }
+
+  // Python's own boundary (auto_step_boundary deciding, or a user step):
+  // (now_ns, due as an int).
+  py::tuple close_auto_step() {
+    const int64_t now_ns = gpuutil::session_now_ns();
+    return py::make_tuple(now_ns, static_cast<int>(path_.close_auto_step(now_ns)));
+  }
+
+  void set_mode(int mode) {
+    if (mode < kAsk || mode > kOff) throw py::value_error("mode must be 0 (ask), 1 (auto) or 2 (off)");
+    mode_ = mode;
+  }
+  int mode() const { return mode_; }
+  void set_callbacks(py::object ask, py::object on_due) {
+    ask_ = ask.is_none() ? py::object() : std::move(ask);
+    on_due_ = on_due.is_none() ? py::object() : std::move(on_due);
+  }
+
+ private:
+  static constexpr int kAsk = 0, kAuto = 1, kOff = 2;
+
+  void due(int64_t now_ns, gpuutil::BoundaryDue d) {
+    if (d != gpuutil::BoundaryDue::kNothing && on_due_) on_due_(now_ns, d == gpuutil::BoundaryDue::kReport);
+  }
+
+  // The slot of "<prefix><type(obj).__name__><suffix>", once per class.
+  uint32_t class_slot(py::handle obj, std::unordered_map<PyObject*, uint32_t>& cache, const char* prefix,
+                      const char* suffix) {
+    PyObject* cls = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
+    auto it = cache.find(cls);
+    if (it != cache.end()) return it->second;
+    std::string name = prefix;
+    name += py::str(py::handle(cls).attr("__name__")).cast<std::string>();
+    name += suffix;
+    classes_.append(py::handle(cls));  // the key stays valid while cached
+    return cache.emplace(cls, path_.slot(name, false)).first->second;
+  }
+
+  gpuutil::Session& session_;
+  gpuutil::StepPath path_;
+  const uint64_t serial_;
+  const uint64_t main_thread_;
+  const uint32_t backward_slot_;
+  int mode_ = kAsk;
+  py::object ask_, on_due_;
+  py::list classes_;
+  std::unordered_map<PyObject*, uint32_t> module_slots_, optimizer_slots_;
+  std::unordered_map<std::string, uint32_t> range_names_, op_names_;
+};
+
+}  // namespace
+
+void bind_step_path(py::module_& m) {
+  py::class_<PyStepPath>(m, "StepPath")
+      .def(py::init<gpuutil::Session&, int64_t, uint64_t>(), py::arg("session"), py::arg("report_interval_ns"),
+           py::arg("main_thread_ident"), py::keep_alive<1, 2>(),
+           "The step path of one profile; main_thread_ident is threading.main_thread().ident (automatic steps end "
+           "only on that thread).")
+      .def("slot", &PyStepPath::named_slot, py::arg("name"), py::arg("is_op") = false,
+           "The slot of a range name (interned and classified once).")
+      .def("add", &PyStepPath::add, py::arg("slot"), py::arg("start_ns"),
+           "Adds the range [start_ns, now) named by slot on the calling thread.")
+      .def("thread_here", &PyStepPath::thread_here, "The calling thread's session index (registered once).")
+      .def("forward_enter", &PyStepPath::forward_enter)
+      .def("forward_exit", &PyStepPath::forward_exit, py::arg("module"),
+           "Closes the outermost module call on this thread as 'nn.Module: <Class>'.")
+      .def_property_readonly("forward_depth", &PyStepPath::forward_depth, "Open module calls on this thread.")
+      .def("backward_enter", &PyStepPath::backward_enter)
+      .def("backward_exit", &PyStepPath::backward_exit, "Closes the outermost backward on this thread.")
+      .def(
+          "optimizer_pre", [](PyStepPath& p, py::handle, py::handle, py::handle) { p.optimizer_pre(); },
+          py::arg("optimizer"), py::arg("args"), py::arg("kwargs"), "torch.optim's global step pre-hook.")
+      .def(
+          "optimizer_post", [](PyStepPath& p, py::handle opt, py::handle, py::handle) { p.optimizer_post(opt); },
+          py::arg("optimizer"), py::arg("args"), py::arg("kwargs"),
+          "torch.optim's global step post-hook: the step's range, and the automatic step boundary.")
+      .def("in_optimizer", &PyStepPath::in_optimizer, "An optimizer step is running on this thread.")
+      .def("close_auto_step", &PyStepPath::close_auto_step, "Closes the automatic step now: (now_ns, due).")
+      .def(
+          "end_user_step", [](PyStepPath& p, int64_t now_ns) { return static_cast<int>(p.path().end_user_step(now_ns)); },
+          py::arg("now_ns"), "Ends the user-marked step: due (0 nothing, 1 per-step work, 2 and a report).")
+      .def_property("mode", &PyStepPath::mode, &PyStepPath::set_mode, "0 ask, 1 auto, 2 off (automatic steps).")
+      .def("set_callbacks", &PyStepPath::set_callbacks, py::arg("ask"), py::arg("on_due"),
+           "ask(): decides automatic steps (mode 0); on_due(now_ns, report): the Python side's boundary work. "
+           "None clears (do so at stop: the callbacks hold the profile).")
+      .def(
+          "wake_in", [](PyStepPath& p, int64_t n) { p.path().wake_in(n); }, py::arg("boundaries"))
+      .def(
+          "mark_reported", [](PyStepPath& p, int64_t t) { p.path().mark_reported(t); }, py::arg("now_ns"))
+      .def(
+          "restart", [](PyStepPath& p, int64_t t) { p.path().restart(t); }, py::arg("t_ns"))
+      .def_property(
+          "next_step", [](PyStepPath& p) { return p.path().next_step(); },
+          [](PyStepPath& p, int64_t s) { p.path().set_next_step(s); })
+      .def_property(
+          "unreported", [](PyStepPath& p) { return p.path().unreported(); },
+          [](PyStepPath& p, bool v) { p.path().set_unreported(v); })
+      .def_property_readonly("boundaries", [](PyStepPath& p) { return p.path().boundaries(); })
+      .def_property_readonly("auto_start_ns", [](PyStepPath& p) { return p.path().auto_start_ns(); })
+      .def_property_readonly("prev_boundary_ns", [](PyStepPath& p) { return p.path().prev_boundary_ns(); },
+                             "The boundary before the last one (a large negative number before two).");
+}

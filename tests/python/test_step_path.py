@@ -1,0 +1,141 @@
+"""The live step path in C++ (``_core.StepPath``): automatic step boundaries
+closed by the optimizer post-hook without entering Python, the collectors'
+per-step work run only at the boundaries they ask for (and at report
+batches), and the same reports as when Python ran at every boundary."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gpuutil  # noqa: E402
+from gpuutil.torch import _collector  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def libtorch_hook():
+    from gpuutil.torch import _ext
+
+    module, reason = _ext.load(build=True)
+    assert module is not None, reason
+
+
+def train(steps: int, *, report_interval_ms: float, detail: str = "sampled", calls=None):
+    """``steps`` optimizer steps of a small MLP with ``.item()``; returns the
+    step reports. ``calls`` collects the step index of every call of the
+    PyTorch collector's per-step work."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    with gpuutil.profile(detail=detail, report_interval_ms=report_interval_ms) as prof:
+        for _ in range(steps):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss.item()
+    if calls is not None:
+        calls.extend(prof._path_calls)  # type: ignore[attr-defined]
+    return [s for r in prof.reports for s in r["steps"]]
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Records, per profile, the boundaries at which TorchCollector.on_step_end ran."""
+    original = _collector.TorchCollector.on_step_end
+
+    def on_step_end(self, prof):
+        if not hasattr(prof, "_path_calls"):
+            prof._path_calls = []
+        prof._path_calls.append(prof._path.boundaries)
+        original(self, prof)
+
+    monkeypatch.setattr(_collector.TorchCollector, "on_step_end", on_step_end)
+
+
+def shape(step):
+    """What a step's report says, without times: (detail, per host
+    category the culprit names with their counts)."""
+    host = {}
+    for h in step["host"]:
+        for cat, culprits in h["culprits"].items():
+            for c in culprits:
+                host[(cat, c["name"])] = host.get((cat, c["name"]), 0) + c["count"]
+    return step.get("detail"), host
+
+
+def test_boundaries_between_due_ones_never_enter_python(counted):
+    calls = []
+    steps = train(250, report_interval_ms=1e9, calls=calls)
+    assert [s["step"] for s in steps] == list(range(250))
+    # The first boundary reports; the sampled tier's first three steps and
+    # the forward rediscovery / detail step every 100 steps need Python, at
+    # their start and at their end. Nothing else does.
+    assert calls == [1, 2, 3, 100, 101, 200, 201]
+
+
+def test_reports_are_the_same_as_with_python_at_every_boundary(counted):
+    every, skipped = [], []
+    per_step = train(230, report_interval_ms=0, calls=every)
+    batched = train(230, report_interval_ms=1e9, calls=skipped)
+    assert every == list(range(1, 231))  # report_interval_ms=0: every boundary reports
+    assert len(skipped) < 10
+    assert [shape(s)[1] for s in batched] == [shape(s)[1] for s in per_step]
+    # Detail steps: the schedule's; reporting every step also asks for one
+    # after each finding's first report (here, sooner than a batch would).
+    assert [s["step"] for s in batched if s.get("detail")] == [0, 1, 2, 100, 200]
+    assert {0, 1, 2, 100, 200} <= {s["step"] for s in per_step if s.get("detail")}
+    for s in batched:
+        h = max(s["host"], key=lambda h: h["wall_ns"] - h["breakdown_ns"]["other"])
+        assert sum(h["breakdown_ns"].values()) == h["wall_ns"] == s["wall_ns"]
+        assert h["breakdown_ns"]["forward"] > 0 and h["breakdown_ns"]["backward"] > 0
+        assert h["breakdown_ns"]["optimizer"] > 0
+
+
+def test_detail_off_needs_python_only_for_forward_rediscovery(counted):
+    calls = []
+    steps = train(120, report_interval_ms=1e9, detail="off", calls=calls)
+    assert calls == [1, 100, 101]
+    assert not any(s.get("detail") for s in steps)
+
+
+def test_a_range_on_another_thread_lands_on_that_thread_by_its_python_name():
+    model = torch.nn.Linear(4, 4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        for _ in range(3):
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+        worker = threading.Thread(target=lambda: model(torch.randn(2, 4)), name="feeder")
+        worker.start()
+        worker.join()
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+    last = prof.reports[-1]["steps"][0]
+    names = {h["name"]: h for h in last["host"]}
+    assert "feeder" in names, sorted(names)
+    assert names["feeder"]["culprits"]["forward"][0]["name"] == "nn.Module: Linear"
+
+
+def test_a_nested_optimizer_step_ends_one_step_only():
+    model = torch.nn.Linear(4, 4)
+    inner = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    class Outer(torch.optim.SGD):
+        def step(self, closure=None):
+            inner.step()  # an optimizer that drives another (a wrapper, a scheduler)
+            return super().step(closure)
+
+    outer = Outer(model.parameters(), lr=0.01)
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        for _ in range(4):
+            model(torch.randn(2, 4)).sum().backward()
+            outer.step()
+    steps = [s for r in prof.reports for s in r["steps"]]
+    assert [s["step"] for s in steps] == [0, 1, 2, 3]
+    culprits = steps[-1]["host"][0]["culprits"]["optimizer"]
+    assert {c["name"] for c in culprits} >= {"Optimizer.step#Outer.step"}
