@@ -21,10 +21,16 @@ What this counts is work, not time: cache misses, lock waits and the
 worker's use of another core are not in it. It complements the interleaved
 wall/CPU rounds of bench_torch_overhead.py; it does not replace them.
 
-Under Valgrind a step takes ~50x longer, so the profile's report interval is
-raised (--report-interval-ms, default 10 s) to keep about as many steps per
-report batch as a native run at the default 100 ms has (a batch's fixed
-cost is amortised over its steps).
+Report batches come every --batch-steps steps (default 100: what the
+default report_interval_ms=100 gives a 1 ms step natively), not by time.
+A time-based interval would make the count depend on how fast Valgrind
+runs: under Valgrind a step takes 50-500x longer depending on what else
+runs, so a wall-clock interval would analyse far fewer steps per batch and
+count each batch's fixed cost many times over. The profile's own interval
+is set beyond the run, and the child asks for a batch every --batch-steps
+steps through the same call the interval makes (Profile._collect, which
+hands the batch to the report worker). Every setting, the baseline
+included, runs the same per-step callback.
 
     python benchmarks/bench_torch_instructions.py [--loop small] [--dist]
         [--settings baseline,gpuutil-off,gpuutil,gpuutil-always] [--steps 100,250,400]
@@ -62,16 +68,26 @@ def child(args: argparse.Namespace) -> None:
     kind, width, batch, item = b.LOOPS[args.loop]
     run = b.make_loop(width, batch, kind, item=item)
     run(20)  # the loop's own first steps (allocator, autograd caches)
+    done = [0]
+    batch_of: "list" = [None]  # the profile's batch call, when profiled
+
+    def on_step() -> None:
+        done[0] += 1
+        if batch_of[0] is not None and done[0] % args.batch_steps == 0:
+            batch_of[0]()
+
     if args.setting == "baseline":
-        run(20)
-        run(args.child_steps)
+        run(20, on_step)
+        run(args.child_steps, on_step)
         return
     import gpuutil
+    from gpuutil import _core
 
     os.environ["GPUUTIL_TORCH_HOOK"] = "libtorch"
-    with gpuutil.profile(detail=DETAIL[args.setting], report_interval_ms=args.report_interval_ms):
-        run(20)  # discovery and the sampled tier's first detail steps
-        run(args.child_steps)
+    with gpuutil.profile(detail=DETAIL[args.setting], report_interval_ms=1e12) as prof:
+        batch_of[0] = lambda: prof._collect(_core.now_ns())  # what report_interval_ms does, by step count
+        run(20, on_step)  # discovery and the sampled tier's first detail steps
+        run(args.child_steps, on_step)
 
 
 def instructions(setting: str, steps: int, args: argparse.Namespace) -> int:
@@ -79,7 +95,7 @@ def instructions(setting: str, steps: int, args: argparse.Namespace) -> int:
         cmd = [
             "valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={tmp}/cg.%p",
             sys.executable, __file__, "--child", "--setting", setting, "--child-steps", str(steps),
-            "--loop", args.loop, "--report-interval-ms", str(args.report_interval_ms),
+            "--loop", args.loop, "--batch-steps", str(args.batch_steps),
         ] + (["--dist"] if args.dist else [])
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -97,7 +113,7 @@ def main() -> int:
     ap.add_argument("--settings", default="baseline,gpuutil-off,gpuutil,gpuutil-always")
     ap.add_argument("--steps", default="100,250,400", help="three or more step counts, comma-separated")
     ap.add_argument("--jobs", type=int, default=2, help="Valgrind runs at once")
-    ap.add_argument("--report-interval-ms", type=float, default=10000.0)
+    ap.add_argument("--batch-steps", type=int, default=100, help="steps per report batch")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--setting", help=argparse.SUPPRESS)
     ap.add_argument("--child-steps", type=int, help=argparse.SUPPRESS)
@@ -113,6 +129,8 @@ def main() -> int:
         ap.error(f"--steps: need three or more different positive step counts; got {args.steps!r}")
     if args.jobs < 1:
         ap.error("--jobs must be >= 1")
+    if args.batch_steps < 1:
+        ap.error("--batch-steps must be >= 1")
     settings = args.settings.split(",")
     unknown = [s for s in settings if s != "baseline" and s not in DETAIL]
     if unknown:

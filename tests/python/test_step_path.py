@@ -139,3 +139,60 @@ def test_a_nested_optimizer_step_ends_one_step_only():
     assert [s["step"] for s in steps] == [0, 1, 2, 3]
     culprits = steps[-1]["host"][0]["culprits"]["optimizer"]
     assert {c["name"] for c in culprits} >= {"Optimizer.step#Outer.step"}
+
+
+def test_without_detail_no_record_function_callback_is_registered():
+    """A registered RecordFunction callback costs every step (PyTorch rebuilds
+    its callback lists at each thread-local state switch), so outside detail
+    steps the hook has none: a user record_function range reaches it only
+    while the detail tier is on."""
+    from gpuutil.torch import _ext
+
+    hook, _ = _ext.load(build=False)
+    hook.drain()
+    hook.start(False, False, False, False)  # no detail, USER_SCOPE not always on
+    try:
+        with torch.autograd.profiler.record_function("outside detail"):
+            pass
+        assert hook.drain()[0] == []
+        assert hook.set_detail(True)
+        with torch.autograd.profiler.record_function("in detail"):
+            pass
+        assert [r[0] for r in hook.drain()[0]] == ["in detail"]
+        assert not hook.set_detail(False)
+        with torch.autograd.profiler.record_function("outside again"):
+            pass
+        assert hook.drain()[0] == []
+    finally:
+        hook.stop()
+
+
+@pytest.mark.parametrize("detail", ["off", "sampled"])
+def test_dataloader_waits_and_zero_grad_are_timed_on_every_step_of_each_tier(detail):
+    import time
+
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            time.sleep(0.003)
+            return torch.randn(4), torch.randn(1)
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = torch.utils.data.DataLoader(Slow(), batch_size=1)
+    with gpuutil.profile(detail=detail, report_interval_ms=1e9) as prof:
+        for x, y in loader:
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.zero_grad()
+            opt.step()
+    steps = [s for r in prof.reports for s in r["steps"]]
+    assert len(steps) == 8
+    for s in steps:
+        h = s["host"][0]
+        assert h["breakdown_ns"]["dataloader"] >= 2_500_000, (s["step"], s.get("detail"), h["breakdown_ns"])
+        names = {c["name"]: c["count"] for c in h["culprits"]["dataloader"] + h["culprits"]["optimizer"]}
+        # One range each, from the wrappers or (detail steps) from PyTorch's own ranges, never both.
+        assert names["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"] == 1, names
+        assert names["Optimizer.zero_grad#SGD.zero_grad"] == 1, names

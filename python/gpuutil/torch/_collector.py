@@ -4,11 +4,15 @@ boundaries to a ``gpuutil.Profile`` through the Collector protocol.
 Two sources of ranges, chosen at start:
 
 * the LibTorch hook (``_ext``, a RecordFunction observer built against the
-  installed torch) when a build for this torch exists: DataLoader waits,
-  zero_grad, ``aten::item``/``aten::_local_scalar_dense``, c10d ops and
-  (with CUDA) autograd nodes on every thread, drained from its per-thread rings at each
-  step end straight into the session, in C++ (``_core.TorchHookDrain``
-  over the hook's C interface, ``csrc/hook_abi.h``);
+  installed torch) when a build for this torch exists: on detail steps
+  DataLoader waits, zero_grad, user ranges, ``aten::item``/
+  ``aten::_local_scalar_dense``, c10d ops and (with CUDA) autograd nodes on
+  every thread (under torch.distributed with gloo, USER_SCOPE ranges on
+  every step), drained from its per-thread rings straight into the
+  session, in C++ (``_core.TorchHookDrain`` over the hook's C interface,
+  ``csrc/hook_abi.h``); Python wrappers time the always-on tier's
+  DataLoader waits, zero_grad, ``.item()`` and collectives on the other
+  steps;
 * otherwise Python-level hooks for the same things (``_fallback``), and the
   ``torch_hook_fallback`` diagnostic in every report saying why.
 
@@ -90,18 +94,26 @@ class TorchCollector:
         self._ext, reason = _ext.load(build=False)
         if self._ext is not None:
             self.mode = "libtorch"
-            always = self._schedule.mode == "always" and self._function_scope
+            always = self._schedule.mode == "always"
+            # PyTorch's USER_SCOPE ranges on every step only where they are
+            # needed on every step: gloo's "gloo:*" collective executions,
+            # which are the cross-rank view's collective instances on CPU.
+            # Elsewhere USER_SCOPE is part of the detail tier (a registered
+            # RecordFunction callback costs every step; record_function_hook.cpp)
+            # and Python wrappers time DataLoader waits and zero_grad.
+            self.user_scope_always = uses_gloo()
             self._hooks = PythonHooks(
                 prof,
                 forward_hooks=self._forward_hooks,
                 python_ranges=False,
-                item_hook=not always,
-                collectives_hook=not always,
+                item_hook=not (always and self._function_scope),
+                collectives_hook=not (always and self._function_scope),
+                loader_hooks=not (always or self.user_scope_always),
                 detail_flag=self._detail_flag,
             )
             self._ext.drain()  # discard anything from an earlier session
             self._drainer = _core.TorchHookDrain(prof._session, self._ext.api())
-            self._ext.start(self._function_scope, self._autograd_nodes, False)
+            self._ext.start(self._function_scope, self._autograd_nodes, False, self.user_scope_always)
             self._set_detail(prof, self._schedule.wants(0))
         else:
             self.mode = "python"
@@ -210,6 +222,17 @@ class TorchCollector:
             self._drain()
         if self._hooks is not None:
             self._hooks.uninstall()
+
+
+def uses_gloo() -> bool:
+    """torch.distributed is initialised with a gloo backend (possibly beside NCCL)."""
+    dist = dist_module_if_initialised()
+    if dist is None:
+        return False
+    try:
+        return "gloo" in str(dist.get_backend()).lower()
+    except Exception:  # noqa: BLE001 - an unusual process group: keep USER_SCOPE on, as before
+        return True
 
 
 def dist_module_if_initialised() -> Any:

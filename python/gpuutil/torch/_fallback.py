@@ -19,10 +19,13 @@ outermost module calls (``_forward``) ``nn.Module: <Class>`` (outermost only)   
 ====================================  ============================================  ==========
 
 The optimizer post-hook also ends automatic steps (``Profile.auto_step_boundary``).
-With the LibTorch hook loaded (``python_ranges=False``) only the optimizer
-step, backward, forward and blocking-copy hooks are installed; the rest
-(DataLoader, zero_grad, collectives when torch.distributed is initialised)
-comes from PyTorch's own RecordFunction ranges.
+With the LibTorch hook loaded (``python_ranges=False``) the optimizer
+step, backward, forward and blocking-copy hooks are installed, and the
+``Tensor.item``, collective, DataLoader and zero_grad wrappers time their
+calls on the steps where the hook's detail tier does not record PyTorch's
+own ranges for them (``detail_flag``; DataLoader and zero_grad only with
+``loader_hooks``: the hook's USER_SCOPE callback is then part of the
+detail tier).
 
 Cost: each hook is one Python wrapper frame around the call, a clock read
 and one C++ call into the profile's step path (``_core.StepPath``), which
@@ -35,7 +38,7 @@ are hooked. Every patch is undone by ``uninstall()``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 import torch
 
@@ -71,17 +74,22 @@ class PythonHooks:
         python_ranges: bool = True,
         item_hook: bool = True,
         collectives_hook: bool = False,
+        loader_hooks: bool = False,
         detail_flag: Optional[List[bool]] = None,
     ) -> None:
         """``python_ranges=False`` installs only what the LibTorch hook does not
         cover (optimizer step boundaries, backward, forward, ``Tensor.item``
         unless ``item_hook=False``, ``torch.distributed`` collectives with
-        ``collectives_hook``). ``detail_flag[0]`` is True while the hook's
-        detail tier records ``aten::item`` and ``c10d::*`` itself: those two
-        hooks then let the call through untimed."""
+        ``collectives_hook``, DataLoader waits and ``zero_grad`` with
+        ``loader_hooks``, for steps without the hook's USER_SCOPE callback).
+        ``detail_flag[0]`` is True while the hook's detail tier records
+        ``aten::item``, ``c10d::*`` and (with ``loader_hooks``) the
+        USER_SCOPE ranges itself: those hooks then let the call through
+        untimed."""
         self._prof = prof
         self._path = prof._path
         self._python_ranges = python_ranges
+        self._loader_hooks = loader_hooks or python_ranges
         self._item_hook = item_hook or python_ranges
         self._collectives_hook = collectives_hook or python_ranges
         self._detail = detail_flag if detail_flag is not None else [False]
@@ -90,11 +98,20 @@ class PythonHooks:
         self._forward: Optional[ForwardRanges] = None
 
     # -- helpers -------------------------------------------------------
-    def _add_named(self, name: str, start_ns: int) -> None:
-        """The range [start_ns, now) named ``name`` on the calling thread
-        (for names built per call; fixed names use a slot)."""
+    def _class_slot(self, prefix: str, suffix: str) -> Callable[[Any], int]:
+        """slot_of(obj): the slot of ``prefix + type(obj).__name__ + suffix``,
+        built once per class."""
+        slots: Dict[type, int] = {}
         path = self._path
-        path.add(path.slot(name), start_ns)
+
+        def slot_of(obj: Any) -> int:
+            cls = type(obj)
+            slot = slots.get(cls)
+            if slot is None:
+                slot = slots[cls] = path.slot(f"{prefix}{cls.__name__}{suffix}")
+            return slot
+
+        return slot_of
 
     def _patch(self, owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         """Replaces ``owner.attr`` by ``make(original)``; undo restores exactly
@@ -113,7 +130,7 @@ class PythonHooks:
 
     # -- install / uninstall ---------------------------------------------
     def install(self) -> None:
-        if self._python_ranges:
+        if self._loader_hooks:
             self._install_dataloader()
         if self._collectives_hook:
             self._install_collectives()
@@ -132,15 +149,18 @@ class PythonHooks:
     def _install_dataloader(self) -> None:
         from torch.utils.data import dataloader
 
-        add = self._add_named
+        add, slot_of = self._path.add, self._class_slot("enumerate(DataLoader)#", ".__next__")
+        detail = self._detail if not self._python_ranges else [False]
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def __next__(it: Any) -> Any:
+                if detail[0]:
+                    return original(it)  # the hook's USER_SCOPE callback records it
                 start = _now_ns()
                 try:
                     return original(it)
                 finally:
-                    add(f"enumerate(DataLoader)#{type(it).__name__}.__next__", start)
+                    add(slot_of(it), start)
 
             return __next__
 
@@ -149,7 +169,8 @@ class PythonHooks:
     def _install_optimizer(self) -> None:
         from torch.optim import optimizer as optim_mod
 
-        add = self._add_named
+        add, slot_of = self._path.add, self._class_slot("Optimizer.zero_grad#", ".zero_grad")
+        detail = self._detail if not self._python_ranges else [False]
         # Recorded here in both modes: PyTorch's own "Optimizer.step#..."
         # range (which the LibTorch hook also sees) closes only after these
         # hooks, that is after the step boundary this post-hook makes. Both
@@ -163,15 +184,17 @@ class PythonHooks:
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def zero_grad(opt: Any, *args: Any, **kwargs: Any) -> Any:
+                if detail[0]:
+                    return original(opt, *args, **kwargs)  # the hook's USER_SCOPE callback records it
                 start = _now_ns()
                 try:
                     return original(opt, *args, **kwargs)
                 finally:
-                    add(f"Optimizer.zero_grad#{type(opt).__name__}.zero_grad", start)
+                    add(slot_of(opt), start)
 
             return zero_grad
 
-        if self._python_ranges:
+        if self._loader_hooks:
             self._patch(torch.optim.Optimizer, "zero_grad", make)
 
     def _timed(

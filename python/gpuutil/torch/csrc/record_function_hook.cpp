@@ -3,18 +3,26 @@
 // torch (gpuutil/torch/_ext.py builds and loads it; docs/pytorch.md).
 //
 // Which ranges, in two tiers (docs/pytorch.md, "Collection tiers"):
-// - always on: USER_SCOPE (record_function: "enumerate(DataLoader)#...",
+// - USER_SCOPE (record_function: "enumerate(DataLoader)#...",
 //   "Optimizer.step#...", user annotations, gloo's collective execution
-//   "gloo:*" on its worker threads), one callback that PyTorch runs only
-//   for USER_SCOPE ranges, so plain ops pay nothing for it;
-// - detail (set_detail(true), on the steps gpuutil samples): a second
-//   callback for BACKWARD_FUNCTION (the autograd engine's
-//   "autograd::engine::evaluate_function: ...") when autograd_nodes is on,
-//   and FUNCTION scope (every aten op pays for a RecordFunction then) for
-//   the names a category needs (aten::item, aten::_local_scalar_dense,
-//   c10d::*, record_param_comms) when function_scope is on. Adding and
-//   removing it is RecordFunction's own mechanism (addGlobalCallback /
-//   removeCallback), done at step boundaries only.
+//   "gloo:*" on its worker threads). PyTorch runs this callback only for
+//   USER_SCOPE ranges, but while *any* global callback is registered it
+//   rebuilds each thread's active-callback lists whenever it switches
+//   thread-local state (autograd, DataLoader): +3.4% of the instructions of
+//   a 1 ms CPU step (benchmarks/RESULTS.md). So it is always on only with
+//   user_scope_always (gpuutil asks for it under torch.distributed with
+//   gloo, whose "gloo:*" ranges the cross-rank view needs every step);
+//   otherwise it is part of the detail tier, and gpuutil's Python wrappers
+//   time DataLoader waits and zero_grad on the other steps;
+// - detail (set_detail(true), on the steps gpuutil samples): one callback
+//   for USER_SCOPE (unless always on), BACKWARD_FUNCTION (the autograd
+//   engine's "autograd::engine::evaluate_function: ...") when
+//   autograd_nodes is on, and FUNCTION scope (every aten op pays for a
+//   RecordFunction then) for the names a category needs (aten::item,
+//   aten::_local_scalar_dense, c10d::*, record_param_comms) when
+//   function_scope is on. Adding and removing it is RecordFunction's own
+//   mechanism (addGlobalCallback / removeCallback), done at step
+//   boundaries only.
 //
 // Hot path (the callbacks, on the application's threads): no allocation
 // after a thread's first range, no locks, no Python: each finished range goes
@@ -56,9 +64,10 @@ struct ThreadState {
 };
 
 std::atomic<bool> g_enabled{false};
-at::CallbackHandle g_handle = 0;         // USER_SCOPE, while started
+bool g_started = false;
+at::CallbackHandle g_handle = 0;         // USER_SCOPE while started, with user_scope_always
 at::CallbackHandle g_detail_handle = 0;  // detail scopes, while detail is on
-bool g_function_scope = false, g_autograd_nodes = false;
+bool g_function_scope = false, g_autograd_nodes = false, g_user_always = true;
 thread_local ThreadState t_state;
 
 int64_t now_ns() {
@@ -127,9 +136,10 @@ at::CallbackHandle add_callback(const Scopes& scopes) {
 // Turns the detail tier on or off (at a step boundary; training thread).
 // Returns whether it is on.
 bool set_detail(bool on) {
-  const bool any = g_function_scope || g_autograd_nodes;
-  if (on && any && g_handle != 0 && g_detail_handle == 0) {
+  const bool any = g_function_scope || g_autograd_nodes || !g_user_always;
+  if (on && any && g_started && g_detail_handle == 0) {
     Scopes scopes;
+    if (!g_user_always) scopes.insert(at::RecordScope::USER_SCOPE);
     if (g_autograd_nodes) scopes.insert(at::RecordScope::BACKWARD_FUNCTION);
     if (g_function_scope) scopes.insert(at::RecordScope::FUNCTION);
     g_detail_handle = add_callback(scopes);
@@ -140,10 +150,13 @@ bool set_detail(bool on) {
   return g_detail_handle != 0;
 }
 
-void start(bool function_scope, bool autograd_nodes, bool detail) {
+void start(bool function_scope, bool autograd_nodes, bool detail, bool user_scope_always) {
+  if (g_started) return;
   g_function_scope = function_scope;
   g_autograd_nodes = autograd_nodes;
-  if (g_handle == 0) g_handle = add_callback({at::RecordScope::USER_SCOPE});
+  g_user_always = user_scope_always;
+  g_started = true;
+  if (g_user_always && g_handle == 0) g_handle = add_callback({at::RecordScope::USER_SCOPE});
   set_detail(detail);
   g_enabled.store(true);
 }
@@ -151,6 +164,7 @@ void start(bool function_scope, bool autograd_nodes, bool detail) {
 void stop() {
   g_enabled.store(false);
   set_detail(false);
+  g_started = false;
   if (g_handle != 0) {
     at::removeCallback(g_handle);
     g_handle = 0;
@@ -182,12 +196,13 @@ std::string torch_version() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "gpuutil's RecordFunction observer (built against the installed torch)";
   m.def("start", &start, py::arg("function_scope") = true, py::arg("autograd_nodes") = true,
-        py::arg("detail") = true,
-        "Registers the always-on observer (USER_SCOPE) and, with detail, the detail one (FUNCTION scope when "
-        "function_scope, BACKWARD_FUNCTION when autograd_nodes); scopes are fixed until stop().");
+        py::arg("detail") = true, py::arg("user_scope_always") = true,
+        "Registers the USER_SCOPE observer (now and until stop() with user_scope_always; else as part of the "
+        "detail tier) and, with detail, the detail one (FUNCTION scope when function_scope, BACKWARD_FUNCTION "
+        "when autograd_nodes); scopes are fixed until stop(). A second start() before stop() does nothing.");
   m.def("set_detail", &set_detail, py::arg("on"),
         "Adds or removes the detail observer (at a step boundary); returns whether it is on (never without "
-        "detail scopes).");
+        "detail scopes: with user_scope_always and neither function_scope nor autograd_nodes there are none).");
   m.def("stop", &stop, "Disables and removes the observer.");
   m.def("drain", &drain,
         "Returns ([(name, start_ns, end_ns, thread_key, kind)], dropped) since the last drain; thread_key is "
