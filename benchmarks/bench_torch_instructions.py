@@ -34,6 +34,7 @@ included, runs the same per-step callback.
 
     python benchmarks/bench_torch_instructions.py [--loop small] [--dist]
         [--settings baseline,gpuutil-off,gpuutil,gpuutil-always] [--steps 100,250,400]
+        (also: torch-hook, only the LibTorch hook's USER_SCOPE callback, no profile)
         [--jobs 2]
 
 Needs valgrind (Debian: apt-get install valgrind). Runs --jobs Valgrind
@@ -76,7 +77,17 @@ def child(args: argparse.Namespace) -> None:
         if batch_of[0] is not None and done[0] % args.batch_steps == 0:
             batch_of[0]()
 
-    if args.setting == "baseline":
+    if args.setting in ("baseline", "torch-hook"):
+        if args.setting == "torch-hook":
+            # Only gpuutil's LibTorch hook with its USER_SCOPE callback
+            # registered, no profile: what a registered RecordFunction
+            # callback costs the loop by itself.
+            from gpuutil.torch import _ext
+
+            hook, why = _ext.load(build=False)
+            if hook is None:
+                sys.exit(f"bench_torch_instructions: the LibTorch hook is not built: {why}")
+            hook.start(False, False, False, True)
         run(20, on_step)
         run(args.child_steps, on_step)
         return
@@ -132,7 +143,7 @@ def main() -> int:
     if args.batch_steps < 1:
         ap.error("--batch-steps must be >= 1")
     settings = args.settings.split(",")
-    unknown = [s for s in settings if s != "baseline" and s not in DETAIL]
+    unknown = [s for s in settings if s not in ("baseline", "torch-hook") and s not in DETAIL]
     if unknown:
         ap.error(f"unknown setting(s) {unknown}")
     runs = [(setting, steps) for setting in settings for steps in counts_of]

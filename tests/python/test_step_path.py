@@ -196,3 +196,27 @@ def test_dataloader_waits_and_zero_grad_are_timed_on_every_step_of_each_tier(det
         # One range each, from the wrappers or (detail steps) from PyTorch's own ranges, never both.
         assert names["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"] == 1, names
         assert names["Optimizer.zero_grad#SGD.zero_grad"] == 1, names
+
+
+def test_user_scope_can_turn_always_on_when_distributed_comes_up_later():
+    """torch.distributed initialised after the profile started: the hook's
+    USER_SCOPE callback goes always-on at a boundary, and a range is still
+    recorded once when the detail tier is on as well."""
+    from gpuutil.torch import _ext
+
+    hook, _ = _ext.load(build=False)
+    hook.drain()
+    hook.start(False, False, False, False)
+    try:
+        hook.set_user_scope_always(True)
+        with torch.autograd.profiler.record_function("always on now"):
+            pass
+        assert hook.set_detail(False) is False  # nothing else to add: no detail scopes
+        hook.set_user_scope_always(False)
+        assert hook.set_detail(True)
+        hook.set_user_scope_always(True)  # USER_SCOPE moves out of the detail tier (nothing left in it here)
+        with torch.autograd.profiler.record_function("both on"):
+            pass
+        assert [r[0] for r in hook.drain()[0]] == ["always on now", "both on"]
+    finally:
+        hook.stop()

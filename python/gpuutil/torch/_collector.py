@@ -7,7 +7,7 @@ Two sources of ranges, chosen at start:
   installed torch) when a build for this torch exists: on detail steps
   DataLoader waits, zero_grad, user ranges, ``aten::item``/
   ``aten::_local_scalar_dense``, c10d ops and (with CUDA) autograd nodes on
-  every thread (under torch.distributed with gloo, USER_SCOPE ranges on
+  every thread (under multi-rank torch.distributed with gloo, USER_SCOPE ranges on
   every step), drained from its per-thread rings straight into the
   session, in C++ (``_core.TorchHookDrain`` over the hook's C interface,
   ``csrc/hook_abi.h``); Python wrappers time the always-on tier's
@@ -84,6 +84,8 @@ class TorchCollector:
         self._dist = dist_module_if_initialised
         self._ext: Any = None
         self._drainer: Any = None
+        #: The hook's USER_SCOPE callback runs at every step (multi-rank gloo).
+        self.user_scope_always = False
         self._hooks: Optional[PythonHooks] = None
         self._flops: Optional[FlopsMeasurement] = None
         self._devices_set = False  # device facts given to the session (once CUDA is initialised)
@@ -97,11 +99,12 @@ class TorchCollector:
             always = self._schedule.mode == "always"
             # PyTorch's USER_SCOPE ranges on every step only where they are
             # needed on every step: gloo's "gloo:*" collective executions,
-            # which are the cross-rank view's collective instances on CPU.
-            # Elsewhere USER_SCOPE is part of the detail tier (a registered
-            # RecordFunction callback costs every step; record_function_hook.cpp)
-            # and Python wrappers time DataLoader waits and zero_grad.
-            self.user_scope_always = uses_gloo()
+            # which are the cross-rank view's collective instances on CPU
+            # (several ranks, cluster view on). Elsewhere USER_SCOPE is part
+            # of the detail tier (a registered RecordFunction callback costs
+            # every step; record_function_hook.cpp) and Python wrappers time
+            # DataLoader waits and zero_grad.
+            self.user_scope_always = gloo_ranks_to_compare(prof)
             self._hooks = PythonHooks(
                 prof,
                 forward_hooks=self._forward_hooks,
@@ -172,8 +175,15 @@ class TorchCollector:
 
     def before_report(self, prof: "Profile") -> None:
         """Before each report batch: the hook's rings into the session (they
-        hold 4,096 ranges per thread; a batch spans report_interval_ms)."""
+        hold 4,096 ranges per thread; a batch spans report_interval_ms).
+        A multi-rank gloo job that came up after the profile started turns
+        USER_SCOPE always on from here (its "gloo:*" ranges)."""
         self._drain()
+        if self._ext is not None and not self.user_scope_always and gloo_ranks_to_compare(prof):
+            self.user_scope_always = True
+            if self._hooks is not None:
+                self._hooks.loader_off[0] = True
+            self._ext.set_user_scope_always(True)
 
     def after_report(self, prof: "Profile", final: bool = False) -> None:
         """A finding that fired for the first time asks for a detail step
@@ -224,13 +234,15 @@ class TorchCollector:
             self._hooks.uninstall()
 
 
-def uses_gloo() -> bool:
-    """torch.distributed is initialised with a gloo backend (possibly beside NCCL)."""
+def gloo_ranks_to_compare(prof: Any) -> bool:
+    """The cross-rank view needs gloo's collective ranges at every step:
+    torch.distributed is initialised with a gloo backend (possibly beside
+    NCCL) and more than one rank, and the profile's cluster view is on."""
     dist = dist_module_if_initialised()
-    if dist is None:
+    if dist is None or not getattr(prof, "cluster_options", {}).get("enabled", True):
         return False
     try:
-        return "gloo" in str(dist.get_backend()).lower()
+        return "gloo" in str(dist.get_backend()).lower() and dist.get_world_size() > 1
     except Exception:  # noqa: BLE001 - an unusual process group: keep USER_SCOPE on, as before
         return True
 

@@ -90,6 +90,9 @@ class PythonHooks:
         self._path = prof._path
         self._python_ranges = python_ranges
         self._loader_hooks = loader_hooks or python_ranges
+        #: loader_off[0]: the DataLoader and zero_grad wrappers let calls
+        #: through untimed (the hook's USER_SCOPE callback went always-on).
+        self.loader_off = [False]
         self._item_hook = item_hook or python_ranges
         self._collectives_hook = collectives_hook or python_ranges
         self._detail = detail_flag if detail_flag is not None else [False]
@@ -151,10 +154,11 @@ class PythonHooks:
 
         add, slot_of = self._path.add, self._class_slot("enumerate(DataLoader)#", ".__next__")
         detail = self._detail if not self._python_ranges else [False]
+        off = self.loader_off
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def __next__(it: Any) -> Any:
-                if detail[0]:
+                if detail[0] or off[0]:
                     return original(it)  # the hook's USER_SCOPE callback records it
                 start = _now_ns()
                 try:
@@ -171,6 +175,7 @@ class PythonHooks:
 
         add, slot_of = self._path.add, self._class_slot("Optimizer.zero_grad#", ".zero_grad")
         detail = self._detail if not self._python_ranges else [False]
+        off = self.loader_off
         # Recorded here in both modes: PyTorch's own "Optimizer.step#..."
         # range (which the LibTorch hook also sees) closes only after these
         # hooks, that is after the step boundary this post-hook makes. Both
@@ -184,7 +189,7 @@ class PythonHooks:
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def zero_grad(opt: Any, *args: Any, **kwargs: Any) -> Any:
-                if detail[0]:
+                if detail[0] or off[0]:
                     return original(opt, *args, **kwargs)  # the hook's USER_SCOPE callback records it
                 start = _now_ns()
                 try:

@@ -11,7 +11,8 @@
 //   thread-local state (autograd, DataLoader): +3.4% of the instructions of
 //   a 1 ms CPU step (benchmarks/RESULTS.md). So it is always on only with
 //   user_scope_always (gpuutil asks for it under torch.distributed with
-//   gloo, whose "gloo:*" ranges the cross-rank view needs every step);
+//   gloo and several ranks, whose "gloo:*" ranges the cross-rank view
+//   needs every step);
 //   otherwise it is part of the detail tier, and gpuutil's Python wrappers
 //   time DataLoader waits and zero_grad on the other steps;
 // - detail (set_detail(true), on the steps gpuutil samples): one callback
@@ -161,6 +162,22 @@ void start(bool function_scope, bool autograd_nodes, bool detail, bool user_scop
   g_enabled.store(true);
 }
 
+// Switches USER_SCOPE to always on (or back to the detail tier) while
+// started, at a step boundary: torch.distributed came up after start.
+void set_user_scope_always(bool on) {
+  if (!g_started || on == g_user_always) return;
+  const bool detail = g_detail_handle != 0;
+  set_detail(false);
+  g_user_always = on;
+  if (on && g_handle == 0) {
+    g_handle = add_callback({at::RecordScope::USER_SCOPE});
+  } else if (!on && g_handle != 0) {
+    at::removeCallback(g_handle);
+    g_handle = 0;
+  }
+  set_detail(detail);
+}
+
 void stop() {
   g_enabled.store(false);
   set_detail(false);
@@ -203,6 +220,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_detail", &set_detail, py::arg("on"),
         "Adds or removes the detail observer (at a step boundary); returns whether it is on (never without "
         "detail scopes: with user_scope_always and neither function_scope nor autograd_nodes there are none).");
+  m.def("set_user_scope_always", &set_user_scope_always, py::arg("on"),
+        "While started: USER_SCOPE on at every step (on) or with the detail tier only (off); at a step boundary.");
   m.def("stop", &stop, "Disables and removes the observer.");
   m.def("drain", &drain,
         "Returns ([(name, start_ns, end_ns, thread_key, kind)], dropped) since the last drain; thread_key is "
