@@ -231,6 +231,12 @@ class FakeGpu:
         for _ in range(n):
             self.fake.fake_cupti_launch_kernel(b"vectorized_elementwise_kernel", 7, 300, 4000)
 
+    # gpuutil sees PyTorch's own aten::item range from its detail tier
+    # (FUNCTION scope; a stand-in USER_SCOPE range here), so the item
+    # scenario collects detail on every step with this device. A real
+    # .item() is timed on every step by the Tensor.item wrapper instead.
+    item_detail = "always"
+
     def item(self, y: Any) -> float:
         # What .item() of a device tensor is: PyTorch's aten::item range
         # around a copy that waits for the device.
@@ -286,7 +292,7 @@ def scenario_dataloader(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int)
 
 def scenario_item(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -> None:
     name = "item"
-    with gpuutil.profile(report_interval_ms=0) as prof:
+    with gpuutil.profile(report_interval_ms=0, detail=getattr(g, "item_detail", "sampled")) as prof:
         for _ in range(steps + 2):
             with prof.step():
                 y = g.gpu_ms(8.0)
