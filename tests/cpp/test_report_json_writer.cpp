@@ -174,6 +174,43 @@ TEST(JsonWriter, EveryByteAtEveryWordPositionIsEscapedLikeNlohmann) {
   }
 }
 
+// The report's own keys are literals, written without an escape scan; a
+// name known only at run time takes the scanning path. Both write the same
+// bytes in every layout, first member or later, at any spare room.
+TEST(JsonWriter, LiteralKeysWriteTheSameBytesAsRuntimeKeys) {
+  for (const int indent : {-1, 0, 2}) {
+    for (const size_t prefix : {size_t{0}, size_t{1}, size_t{250}, size_t{253}, size_t{255}}) {
+      std::string literal(prefix, 'p'), runtime(prefix, 'p');
+      const std::string names[] = {"a", "steps_wall_ns", ""};
+      {
+        JsonWriter w(literal, indent);
+        w.begin_object();
+        w.member("a", 1);
+        w.member("steps_wall_ns", int64_t{2});
+        w.key("");
+        w.begin_array();
+        w.end_array();
+        w.end_object();
+        w.finish();
+      }
+      {
+        JsonWriter w(runtime, indent);
+        w.begin_object();
+        w.member(std::string_view(names[0]), 1);
+        w.member(names[1], int64_t{2});
+        w.key(std::string_view(names[2]));
+        w.begin_array();
+        w.end_array();
+        w.end_object();
+        w.finish();
+      }
+      EXPECT_EQ(literal, runtime) << "indent " << indent << ", prefix " << prefix;
+      EXPECT_EQ(literal.substr(prefix), nlohmann::ordered_json::parse(literal.substr(prefix)).dump(indent))
+          << "indent " << indent;
+    }
+  }
+}
+
 TEST(JsonWriter, NullBoolAndNestedContainersMatchNlohmannCompactAndPretty) {
   for (const int indent : {-1, 0, 1, 2, 4}) {
     std::string out = "prefix ";  // the writer appends

@@ -22,6 +22,7 @@
 // string, one thread.
 #pragma once
 
+#include <cassert>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -47,6 +48,25 @@ class JsonWriter {
   void end_object() { close('}'); }
   void begin_array() { open('['); }
   void end_array() { close(']'); }
+
+  // An object member's name given as a string literal (the report's own
+  // keys): copied between quotes with no escape scan, in one write.
+  // Contract: a literal of printable ASCII without '"' or '\\' (checked
+  // in debug builds); any other name goes through key(std::string_view).
+  template <size_t N>
+  void key(const char (&k)[N]) {
+    constexpr size_t n = N - 1;
+    assert(k[n] == '\0' && !needs_escape(std::string_view(k, n)));
+    separate();
+    char* p = room(n + 4);
+    p[0] = '"';
+    std::memcpy(p + 1, k, n);
+    p[n + 1] = '"';
+    p[n + 2] = ':';
+    p[n + 3] = ' ';  // kept only when pretty
+    pos_ += n + (indent_ < 0 ? 3 : 4);
+    state_ = State::kAfterKey;
+  }
 
   // An object member's name; the next call writes its value.
   void key(std::string_view k) {
@@ -100,9 +120,9 @@ class JsonWriter {
     state_ = State::kNext;
   }
 
-  // key(k) then value(v).
-  template <typename T>
-  void member(std::string_view k, const T& v) {
+  // key(k) then value(v); a literal k takes the literal key() above.
+  template <typename K, typename T>
+  void member(const K& k, const T& v) {
     key(k);
     value(v);
   }

@@ -145,7 +145,7 @@ void health_json(JsonWriter& w, const DeviceHealth& h) {
     w.null();
     return;
   }
-  auto dbl = [&w](const char* k, const std::optional<double>& v) {
+  auto dbl = [&w](const auto& k, const std::optional<double>& v) {
     w.key(k);
     optional_double(w, v);
   };
