@@ -10,25 +10,29 @@ step counts per setting, and fits a line through them:
     instructions per step = the least-squares slope of I(steps) over steps
 
 The child marks its phases with callgrind's client request
-CALLGRIND_DUMP_STATS_AT (a 6-line C helper compiled here with `cc`), so
-every run yields three windows, counted over all threads:
+CALLGRIND_DUMP_STATS_AT (a small C helper compiled here with `cc`), so
+every run yields three windows of the main thread (the training loop's;
+that request dumps the calling thread only), and the whole run of every
+other thread:
 
     start   the profile's start and its first 20 steps (discovery, the
             first detail steps); the interpreter, torch import and the
             model's first steps run before it, uninstrumented
-    loop    the timed steps: the training thread and whatever the profiler's
-            own threads do meanwhile
+    loop    the timed steps, on the training thread
     stop    leaving the profile: the last report batch, torch.profiler's
-            post-processing
+            post-processing (on the main thread)
+    others  every other thread, start to exit: gpuutil's report worker
+            and NVTX drain thread, torch.profiler's and PyTorch's threads
 
-Three slopes are printed per setting: "in the loop" (the loop window, all
-threads: the issue's "in the loop" measure), the training thread's share of
-it (callgrind --separate-threads: thread 1, which runs the loop; the rest is
-the profiler's own threads, which natively run on another core), and
-"loop + stop" (adding the stop's share that grows with steps: gpuutil's last
-report batch, torch.profiler building its event list). Percentages are of
-the baseline's instructions per step in the loop. Each pair of neighbouring counts also gives its own slope; their
-spread is printed beside the fit. A one-time event (a lazy import, a report
+Three slopes are printed per setting: "in the loop" (the main thread's loop
+window plus the other threads: the issue's "in the loop" measure; the
+other threads' own start and stop cancel in the slope), the training
+thread's share of it (the loop window alone; the profiler's other threads
+natively run on another core), and "loop + stop" (adding the stop's share
+that grows with steps: torch.profiler building its event list). Percentages
+are of the baseline's instructions per step in the loop. Each pair of
+neighbouring counts also gives its own slope; their spread is printed
+beside the fit. A one-time event (a lazy import, a report
 batch or a rediscovery step that falls into one run only) shows up there as
 a spread of more than a few tenths of a percent.
 
@@ -176,21 +180,29 @@ def child(args: argparse.Namespace) -> None:
 
 
 def windows_of(tmp: str) -> "dict[str, int]":
-    """Instructions per marked window, from callgrind's dump files in tmp
-    (one file per window and thread: cg.PID.PART-THREAD); "<window>/main"
-    counts the main thread (thread 1: the training loop) alone."""
-    found: "dict[str, int]" = {}
+    """Instructions per window, from callgrind's dump files in tmp (one file
+    per dump and thread: cg.PID.PART-THREAD, and cg.PID-THREAD at exit).
+
+    CALLGRIND_DUMP_STATS_AT dumps the calling thread only, so the marked
+    windows ("start", "loop", "stop") are the main thread's (thread 1, which
+    runs the loop); every other thread (gpuutil's report worker and drain
+    thread, torch.profiler's, PyTorch's) is counted whole, from the start of
+    instrumentation to its exit, as "others"."""
+    found: "dict[str, int]" = {"others": 0}
     for path in Path(tmp).glob("cg.*"):
-        text = path.read_text(errors="replace")
-        why = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M)
-        total = re.search(r"^(?:totals|summary):\s+(\d+)", text, re.M)
-        if not (why and total and why.group(1) in WINDOWS):
-            continue
-        window, n = why.group(1), int(total.group(1))
-        found[window] = found.get(window, 0) + n
         thread = re.search(r"-(\d+)$", path.name)
-        if thread and int(thread.group(1)) == 1:
-            found[window + "/main"] = found.get(window + "/main", 0) + n
+        if not thread:
+            continue
+        text = path.read_text(errors="replace")
+        total = re.search(r"^(?:totals|summary):\s+(\d+)", text, re.M)
+        if not total:
+            continue
+        if int(thread.group(1)) != 1:
+            found["others"] += int(total.group(1))
+            continue
+        why = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M)
+        if why and why.group(1) in WINDOWS:
+            found[why.group(1)] = found.get(why.group(1), 0) + int(total.group(1))
     return found
 
 
@@ -257,14 +269,16 @@ def main() -> int:
                 setting, steps = futures[fut]
                 w = found[(setting, steps)] = fut.result()
                 print(f"[{n_done}/{len(runs)}] {setting:15s} {steps:4d} steps: start {w['start']:,}, "
-                      f"loop {w['loop']:,}, stop {w['stop']:,} instructions", flush=True)
+                      f"loop {w['loop']:,}, stop {w['stop']:,}, other threads {w['others']:,} instructions", flush=True)
     fits = {}
     for setting in settings:
         runs_of = [found[(setting, n)] for n in counts_of]
         fits[setting] = {
-            "loop": fit(counts_of, [w["loop"] for w in runs_of]),
-            "loop/main": fit(counts_of, [w.get("loop/main", 0) for w in runs_of]),
-            "loop+stop": fit(counts_of, [w["loop"] + w["stop"] for w in runs_of]),
+            # the training thread's loop window, plus every other thread's whole run (their own
+            # start and stop cancel in the slope; what grows with steps is their per-step work)
+            "loop": fit(counts_of, [w["loop"] + w["others"] for w in runs_of]),
+            "loop/main": fit(counts_of, [w["loop"] for w in runs_of]),
+            "loop+stop": fit(counts_of, [w["loop"] + w["stop"] + w["others"] for w in runs_of]),
         }
     label = f"loop {args.loop}" + (" (torch.distributed: gloo, 1 rank)" if args.dist else "")
     label += f", {args.extra_ops} extra ops per step" if args.extra_ops else ""
