@@ -15,8 +15,8 @@ every run yields three windows of the main thread (the training loop's;
 that request dumps the calling thread only), and the whole run of every
 other thread:
 
-    start   the profile's start and its first 20 steps (discovery, the
-            first detail steps); the interpreter, torch import and the
+    start   the profile's start and its first --warmup-steps steps (20:
+            discovery, the first detail steps); the interpreter, torch import and the
             model's first steps run before it, uninstrumented
     loop    the timed steps, on the training thread
     stop    leaving the profile: the last report batch, torch.profiler's
@@ -146,7 +146,7 @@ def child(args: argparse.Namespace) -> None:
             if hook is None:
                 sys.exit(f"bench_torch_instructions: the LibTorch hook is not built: {why}")
             hook.start(False, False, False, True)
-        run(20, on_step)
+        run(args.warmup_steps, on_step)
         mark("start")
         run(args.child_steps, on_step)
         mark("loop")
@@ -155,7 +155,7 @@ def child(args: argparse.Namespace) -> None:
     if args.setting == "torch.profiler":
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
             per_step[0] = p.step
-            run(20, on_step)
+            run(args.warmup_steps, on_step)
             mark("start")
             run(args.child_steps, on_step)
             mark("loop")
@@ -172,7 +172,7 @@ def child(args: argparse.Namespace) -> None:
                 prof._collect(_core.now_ns())
 
         per_step[0] = batch
-        run(20, on_step)  # discovery and the sampled tier's first detail steps
+        run(args.warmup_steps, on_step)  # discovery and the sampled tier's first detail steps
         mark("start")
         run(args.child_steps, on_step)
         mark("loop")
@@ -213,7 +213,7 @@ def instructions(setting: str, steps: int, args: argparse.Namespace) -> "dict[st
             f"--callgrind-out-file={tmp}/cg.%p",
             sys.executable, __file__, "--child", "--setting", setting, "--child-steps", str(steps),
             "--loop", args.loop, "--batch-steps", str(args.batch_steps), "--marker", args.marker,
-            "--extra-ops", str(args.extra_ops),
+            "--extra-ops", str(args.extra_ops), "--warmup-steps", str(args.warmup_steps),
         ] + (["--dist"] if args.dist else [])
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -235,6 +235,8 @@ def main() -> int:
     ap.add_argument("--extra-ops", type=int, default=0, help="tiny ops added per step (the ops sweep)")
     ap.add_argument("--jobs", type=int, default=2, help="Valgrind runs at once")
     ap.add_argument("--batch-steps", type=int, default=100, help="steps per report batch")
+    ap.add_argument("--warmup-steps", type=int, default=20,
+                    help="steps under the setting before the loop window (the profile's first steps)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--setting", help=argparse.SUPPRESS)
     ap.add_argument("--child-steps", type=int, help=argparse.SUPPRESS)
@@ -255,6 +257,8 @@ def main() -> int:
         ap.error("--batch-steps must be >= 1")
     if args.extra_ops < 0:
         ap.error("--extra-ops must be >= 0")
+    if args.warmup_steps < 0:
+        ap.error("--warmup-steps must be >= 0")
     settings = args.settings.split(",")
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
