@@ -12,11 +12,23 @@ whole-loop differences are at the mercy of a noisy machine):
                                  worker does it (here on this thread), per step
 
     python benchmarks/bench_step_path.py [--steps 20000]
+
+With --instructions, only the last: the analysis + JSON of --steps planted
+host-only steps in batches of 100, counted by callgrind (instructions in
+Session::collect_batch and everything it calls, per step; exact and
+repeatable, unlike the times above; needs valgrind):
+
+    python benchmarks/bench_step_path.py --instructions [--steps 1000]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
 import time
 
 import gpuutil
@@ -80,10 +92,52 @@ def analysis_per_step(steps: int) -> "tuple[float, float]":
     return sync_us, spent / steps / 1000.0
 
 
+def collect_batches(steps: int) -> None:
+    """The worker's work, on this thread: `steps` planted steps, collected in batches of 100."""
+    s = _core.Session(jsonl_path="", rank=0)
+    s.set_steps_source("optimizer_step")
+    th = s.thread_index(1, 1, "main")
+    t = 1_000_000_000
+    for _ in range(steps // 100):
+        t = feed(s, 100, t, th)
+        s.collect(t)
+
+
+def instructions_per_step(steps: int) -> float:
+    """collect_batches(steps) under callgrind, counting Session::collect_batch only."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=gpuutil::Session::collect_batch*",
+               f"--callgrind-out-file={out}", sys.executable, os.path.abspath(__file__), "--child-collect",
+               "--steps", str(steps)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0 or not os.path.exists(out):
+            sys.exit(f"bench_step_path: callgrind failed (is valgrind installed?):\n{done.stderr[-2000:]}")
+        with open(out, errors="replace") as f:
+            total = re.search(r"^(?:totals|summary):\s+(\d+)", f.read(), re.M)
+    if total is None:
+        sys.exit("bench_step_path: no instruction total in callgrind's output")
+    return int(total.group(1)) / steps
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=20000)
+    ap.add_argument("--steps", type=int, default=None, help="planted steps (default 20000; 1000 with --instructions)")
+    ap.add_argument("--instructions", action="store_true", help="count the analysis + JSON per step with callgrind")
+    ap.add_argument("--child-collect", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child_collect:
+        collect_batches(args.steps)
+        return
+    if args.instructions:
+        steps = args.steps or 1000
+        if steps < 100 or steps % 100:
+            ap.error("--steps must be a multiple of 100 with --instructions")
+        per = instructions_per_step(steps)
+        print(f"analysis + JSON of a host-only step        {per:10.0f} instructions per step "
+              f"({steps} steps, callgrind)")
+        return
+    args.steps = args.steps or 20000
     import torch
 
     torch.set_num_threads(1)

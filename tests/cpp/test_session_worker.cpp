@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "gpuutil/analysis.h"
+#include "gpuutil/range_classify.h"
+#include "gpuutil/report_json.h"
 #include "gpuutil/session.h"
 #include "session_events.h"
 
@@ -113,6 +116,95 @@ TEST(SessionWorker, TheApplicationNeverWaitsForABusyWorker) {
   EXPECT_LT(spent, std::chrono::seconds(2));
   s.mark_complete_until(200'000);
   EXPECT_EQ(s.finish(200'000).size(), 200u);
+}
+
+// The events of step k of a pipelined GPU, in [k*1000, k*1000+1000): an op
+// that launches a kernel, and the kernel launched in the step before,
+// running now. `Sink` is a Session or StoreSink (the same events straight
+// into an EventStore, the reference).
+template <typename Sink>
+void add_pipelined_step(Sink& s, uint32_t thread, int step) {
+  const int64_t t0 = step * 1000;
+  HostRange r;
+  r.name = s.intern("aten::mm");
+  r.start_ns = t0 + 10;
+  r.end_ns = t0 + 200;
+  r.thread = thread;
+  r.category = classify_range("aten::mm", true);
+  s.add_range(r);
+  HostApiCall c;
+  c.start_ns = t0 + 100;
+  c.end_ns = t0 + 150;
+  c.correlation_id = uint64_t(step) + 1;
+  c.name = s.intern("cudaLaunchKernel");
+  c.thread = thread;
+  c.kind = HostApiKind::kLaunch;
+  s.add_api_call(c);
+  if (step > 0) {
+    DeviceActivity k;
+    k.name = s.intern("gemm");
+    k.start_ns = t0 + 50;
+    k.end_ns = t0 + 700;
+    k.correlation_id = uint64_t(step);
+    s.add_activity(k);
+  }
+}
+
+struct StoreSink {
+  EventStore& store;
+  NameId intern(std::string_view name) { return store.names.intern(name); }
+  void add_range(const HostRange& r) { store.ranges.push_back(r); }
+  void add_api_call(const HostApiCall& c) { store.api_calls.push_back(c); }
+  void add_activity(const DeviceActivity& a) { store.activities.push_back(a); }
+};
+
+TEST(SessionWorker, EventsAddedWhileABatchIsAnalysedAreNeitherLostNorPrunedEarly) {
+  // The worker takes the added events out of the session at each batch and
+  // prunes them without the lock while the application keeps adding: a
+  // producer thread asks for a report every step, so batches overlap its
+  // adds. Each step is declared complete once the kernel launched in it
+  // arrived (as CUPTI's flush would). Every step's accounting must be what
+  // the engine gives for that step over all the events, analysed offline
+  // (a lost event, a repeated one, or a launch pruned before its kernel
+  // came would change it), and nothing may stay pending at the end. (The
+  // report's "sources" and "workload" describe the batch the step was
+  // analysed in, so they differ with batch sizes.)
+  constexpr int kSteps = 300;
+  EventStore all;
+  all.threads.push_back({1, 1, "main", 0});
+  all.source = "live";
+  StoreSink sink{all};
+  for (int step = 0; step < kSteps; ++step) add_pipelined_step(sink, 0, step);
+
+  Session bg(SessionOptions{});
+  bg.start_worker();
+  const uint32_t tb = bg.thread_index(1, 1, "main");
+  ASSERT_EQ(tb, 0u);
+  std::thread producer([&] {
+    for (int step = 0; step < kSteps; ++step) {
+      bg.begin_step(step, step * 1000);
+      add_pipelined_step(bg, tb, step);
+      bg.end_step(step * 1000 + 1000);
+      if (step > 0) bg.mark_complete_until(step * 1000);  // the previous step: its kernel is in
+      bg.request_report();
+    }
+  });
+  std::vector<StepOutput> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (bg.steps_reported() < 250 && std::chrono::steady_clock::now() < deadline) {  // take while the producer runs
+    for (auto& o : bg.take_outputs()) got.push_back(std::move(o));
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  producer.join();
+  for (auto& o : bg.finish(kSteps * 1000)) got.push_back(std::move(o));
+  ASSERT_EQ(got.size(), size_t(kSteps));
+  for (size_t i = 0; i < got.size(); ++i) {
+    all.steps = {{int64_t(i), int64_t(i) * 1000, int64_t(i) * 1000 + 1000}};
+    const auto want = nlohmann::json::parse(report_to_json(analyze(all, AnalysisOptions{})));
+    const auto have = nlohmann::json::parse(got[i].json);
+    ASSERT_EQ(have["steps"], want["steps"]) << "step " << i;
+  }
+  EXPECT_EQ(bg.pending_events(), 0u);
 }
 
 TEST(SessionWorker, FinishStopsTheWorkerAndLosesNoStep) {

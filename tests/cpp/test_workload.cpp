@@ -191,6 +191,51 @@ TEST(Workload, CaptureOutsideTheStepsIsNotCounted) {
   EXPECT_EQ(classify(p.store()).capture_ns, 0);
 }
 
+TEST(Workload, TheMemoGivesClassifyWorkloadsAnswerForEverySequenceOfSignals) {
+  // Windows of one batch one after another: the same signals but for the
+  // time (reused), a different step count or example (respelled), capture
+  // coming and going (respelled: the capture share depends on the time).
+  WorkloadSignals train;
+  train.backward_ops = 12;
+  train.backward_example = "AddmmBackward0";
+  train.optimizer_ops = 3;
+  train.optimizer_example = "Optimizer.step#SGD.step";
+  train.steps = 1;
+  train.steps_source = "session";
+  train.analysed_ns = 1000;
+  std::vector<WorkloadSignals> seq;
+  seq.push_back(train);
+  train.analysed_ns = 5000;
+  seq.push_back(train);
+  train.steps_source = "optimizer_step";
+  seq.push_back(train);
+  train.forward_example = "aten::linear";
+  seq.push_back(train);
+  train.capture_windows = 1;
+  train.capture_ns = 600;
+  seq.push_back(train);
+  train.analysed_ns = 1000;  // now capture dominates: "capture"
+  seq.push_back(train);
+  train.capture_windows = 0;
+  train.capture_ns = 0;
+  seq.push_back(train);
+  WorkloadSignals infer;
+  infer.forward_ops = 7;
+  infer.forward_example = "aten::conv2d";
+  infer.steps = 1;
+  seq.push_back(infer);
+  seq.push_back(infer);
+  WorkloadMemo memo;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    const Workload want = classify_workload(seq[i]);
+    const Workload& got = memo.classify(seq[i]);
+    EXPECT_EQ(got.kind, want.kind) << i;
+    EXPECT_EQ(got.evidence, want.evidence) << i;
+    EXPECT_EQ(got.capture_ns, want.capture_ns) << i;
+  }
+  EXPECT_EQ(classify_workload(seq[5]).kind, "capture");
+}
+
 // --- findings by workload, through analyze() ------------------------------
 
 TEST(WorkloadFindings, InferenceGetsGraphsAndBatchingNotTheOptimizerFix) {

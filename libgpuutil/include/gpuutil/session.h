@@ -10,7 +10,9 @@
 // Contract:
 // - Thread-safe. One internal mutex guards the pending events and steps; it
 //   is taken by drain threads (ingest) and by step boundaries (a few times
-//   per step), never on a per-kernel or per-op path.
+//   per step), never on a per-kernel or per-op path. Its critical sections
+//   are O(1) in the number of pending events (an add; a report batch swaps
+//   the added events out): none copies, sorts or prunes them.
 // - Memory is bounded: only events that may still overlap an unreported
 //   step are kept, at most SessionOptions::max_pending_events; an event past
 //   that bound is dropped and counted (session_events_dropped).
@@ -162,9 +164,11 @@ class Session {
   // A worker thread analyses reportable steps off the training thread:
   // request_report() wakes it and returns at once; take_outputs() returns
   // what it finished since the last take, in step order. The analysis runs
-  // on a snapshot of the pending events, so the session lock is held only
-  // to copy them and to record the results: the application's threads
-  // (steps, ranges) never wait for an analysis. Outputs not taken pile up
+  // on the pending events taken out of the session in O(1), so the session
+  // lock is held only for that take and to record the results, never for
+  // work that grows with the pending events: the application's threads
+  // (steps, ranges, CUPTI buffers) never wait for an analysis, a copy or a
+  // prune. Outputs not taken pile up
   // to 65,536 at most (older ones are dropped and counted as
   // reports_dropped). Outputs made by the worker carry only their JSON
   // line (`report` is empty). The JSON Lines file is written by the worker.
@@ -213,8 +217,10 @@ class Session {
   bool late_locked(int64_t start_ns, int64_t end_ns);
   void begin_step_locked(int64_t step, int64_t t_ns);
   void end_step_locked(int64_t t_ns);
-  void prune_locked(int64_t keep_from_ns);
-  void snapshot_locked();
+  size_t pending_locked() const;
+  void take_incoming_locked();
+  void absorb_incoming();
+  void prune_held(int64_t keep_from_ns);
   std::vector<StepOutput> collect_batch();  // with collect_mu_ held
   void stop_worker();
 
@@ -232,7 +238,7 @@ class Session {
   SessionOptions options_;
   std::string error_;
   mutable std::mutex mu_;
-  EventStore store_;  // pending events; store_.steps unused between analyses
+  EventStore store_;  // events added since the last take (names, threads, devices: all); store_.steps unused
   std::vector<StepWindow> closed_;  // closed, not yet reported, in order
   std::deque<std::pair<int64_t, bool>> detail_;  // (t_ns, on) changes, in time order; the first is in force
   bool open_ = false;
@@ -251,11 +257,14 @@ class Session {
   size_t keep_rank_steps_ = 0;
   std::deque<RankStep> rank_steps_;
   uint64_t rank_steps_dropped_ = 0;
+  std::mutex jsonl_mu_;  // the file's lines, in order (never held with mu_)
   std::unique_ptr<JsonlSink> jsonl_;
   int64_t owner_pid_ = 0;  // the process that made the session (a forked child never finishes it)
   std::function<void(const StepOutput&)> callback_;
   std::mutex collect_mu_;  // one analysis batch at a time (worker or collect())
-  EventStore snap_;        // the events a batch analyses (collect_mu_)
+  EventStore snap_;        // held events: taken from store_, not yet pruned; a batch analyses them (collect_mu_)
+  EventStore in_;          // events just taken from store_, before they join snap_ (collect_mu_)
+  size_t held_events_ = 0;  // events in snap_ and in_ (mu_; counts against max_pending_events)
   std::unique_ptr<Worker> worker_;
   std::vector<std::string> parked_;  // the stopped worker's untaken lines
   uint64_t parked_dropped_ = 0;

@@ -131,6 +131,7 @@ struct PreparedStore::Impl {
   int64_t fallback;
   std::vector<std::pair<int64_t, double>> flops_by_time;
   WorkloadIndex workload;
+  WorkloadMemo workload_memo;  // the windows' Workload, spelled once when it does not change
   uint64_t unmatched = 0;  // activities whose launch call is not in the store
 };
 
@@ -272,7 +273,8 @@ void add_store(PreparedStore::Impl& p, const std::vector<StepWindow>& windows, b
     }
 }
 
-Report finish(Accumulator& acc, const AnalysisOptions& options) {
+// `memo`: the prepared store's, when windows are analysed one by one.
+Report finish(Accumulator& acc, const AnalysisOptions& options, WorkloadMemo* memo = nullptr) {
   Report& report = acc.report;
   for (auto& [n, step] : acc.steps) report.steps.push_back(std::move(step));
   report.summary.steps = report.steps.size();
@@ -305,7 +307,7 @@ Report finish(Accumulator& acc, const AnalysisOptions& options) {
   } else if (!acc.totals.empty()) {
     report.diagnostics.add(Diag::flops_unknown);
   }
-  report.workload = classify_workload(acc.workload);
+  report.workload = memo != nullptr ? memo->classify(acc.workload) : classify_workload(acc.workload);
   report.findings = derive_findings(report);
   if (auto view = cluster_view_of(report)) {
     for (const auto& f : view->findings) report.findings.push_back(f);
@@ -325,7 +327,7 @@ PreparedStore::~PreparedStore() = default;
 Report PreparedStore::analyze_window(const StepWindow& w, const AnalysisOptions& options) {
   Accumulator acc;
   add_store(*impl_, {w}, /*has_steps=*/true, /*first=*/true, options, acc);
-  return finish(acc, options);
+  return finish(acc, options, &impl_->workload_memo);
 }
 
 Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptions& options) {

@@ -98,18 +98,18 @@ void host_findings_of(const std::vector<HostTotals>& ranks, std::vector<Finding>
   for (const HostTotals& t : ranks) {
     if (t.wall_ns <= 0 || t.steps == 0) continue;
     const auto wall = static_cast<double>(t.wall_ns);
-    const std::string where = several ? " on rank " + std::to_string(t.rank) : "";
-    const auto per_step = [&](int64_t ns) { return ms_text(ns / static_cast<int64_t>(t.steps)) + " per step"; };
+    const std::string where = several ? cat({" on rank ", std::to_string(t.rank)}) : std::string();
+    const auto per_ms = [&](int64_t ns) { return ms_text(ns / static_cast<int64_t>(t.steps)); };
     const auto top = [&](HostCategory c) -> const std::string& { return t.top_culprit[static_cast<int>(c)]; };
     const int64_t dataloader = t.ns[static_cast<int>(HostCategory::kDataloader)];
     if (dataloader >= kIdleShare * wall) {
       const std::string& culprit = top(HostCategory::kDataloader);
       out.push_back(host_finding(
           "host_dataloader",
-          "The training thread waits for the next batch " + pct_text(dataloader / wall) + " of step time" + where,
-          per_step(dataloader) + " (" + ms_text(dataloader) + " of " + ms_text(t.wall_ns) + " over " +
-              std::to_string(t.steps) + " steps) in the input pipeline" +
-              (culprit.empty() ? "" : "; top range: " + culprit),
+          cat({"The training thread waits for the next batch ", pct_text(dataloader / wall), " of step time", where}),
+          cat({per_ms(dataloader), " per step (", ms_text(dataloader), " of ", ms_text(t.wall_ns), " over ",
+               std::to_string(t.steps), " steps) in the input pipeline", culprit.empty() ? "" : "; top range: ",
+               culprit}),
           "more DataLoader workers (num_workers), persistent_workers=True and a larger prefetch_factor; move "
           "decoding/augmentation out of __getitem__'s critical path or pre-bake it; check the storage it reads",
           dataloader, t.wall_ns));
@@ -118,8 +118,9 @@ void host_findings_of(const std::vector<HostTotals>& ranks, std::vector<Finding>
     if (sync >= kIdleShare * wall) {
       const std::string& culprit = top(HostCategory::kHostSync);
       out.push_back(host_finding(
-          "host_sync", "The training thread blocks in host syncs " + pct_text(sync / wall) + " of step time" + where,
-          per_step(sync) + " in .item()/.cpu()/synchronize-like calls" + (culprit.empty() ? "" : "; top: " + culprit),
+          "host_sync", cat({"The training thread blocks in host syncs ", pct_text(sync / wall), " of step time", where}),
+          cat({per_ms(sync), " per step in .item()/.cpu()/synchronize-like calls", culprit.empty() ? "" : "; top: ",
+               culprit}),
           "remove per-step .item()/.cpu()/.tolist()/print of tensors from the loop, or do them every N steps; "
           "keep metrics on the device and read them once",
           sync, t.wall_ns));
@@ -127,8 +128,8 @@ void host_findings_of(const std::vector<HostTotals>& ranks, std::vector<Finding>
     const int64_t optimizer = t.ns[static_cast<int>(HostCategory::kOptimizer)];
     if (optimizer >= kOptimizerShare * wall) {
       out.push_back(host_finding(
-          "host_optimizer", "The optimizer step takes " + pct_text(optimizer / wall) + " of step time" + where,
-          per_step(optimizer) + " in Optimizer.step/zero_grad",
+          "host_optimizer", cat({"The optimizer step takes ", pct_text(optimizer / wall), " of step time", where}),
+          cat({per_ms(optimizer), " per step in Optimizer.step/zero_grad"}),
           "use the fused or foreach optimizer implementation (foreach=True / fused=True), zero_grad(set_to_none="
           "True), fewer parameter tensors (flatten small ones); recoverable time is estimated as half",
           optimizer / 2, t.wall_ns));

@@ -41,6 +41,14 @@ std::string bytes_text(double bytes) {
   }
   return buf;
 }
+std::string cat(std::initializer_list<std::string_view> pieces) {
+  size_t n = 0;
+  for (std::string_view p : pieces) n += p.size();
+  std::string out;
+  out.reserve(n);
+  for (std::string_view p : pieces) out.append(p);
+  return out;
+}
 std::string gib_text(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));

@@ -269,4 +269,30 @@ Workload classify_workload(const WorkloadSignals& s) {
   return w;
 }
 
+namespace {
+
+bool no_capture(const WorkloadSignals& s) {
+  return s.capture_windows == 0 && s.graph_instantiations == 0 && s.capture_ns == 0;
+}
+
+// Equal in everything classify_workload reads when there is no capture.
+bool same_without_capture(const WorkloadSignals& a, const WorkloadSignals& b) {
+  return no_capture(a) && no_capture(b) && a.backward_ops == b.backward_ops &&
+         a.optimizer_ops == b.optimizer_ops && a.foreach_in_optimizer == b.foreach_in_optimizer &&
+         a.forward_ops == b.forward_ops && a.steps == b.steps && a.backward_example == b.backward_example &&
+         a.optimizer_example == b.optimizer_example && a.forward_example == b.forward_example &&
+         a.steps_source == b.steps_source;
+}
+
+}  // namespace
+
+const Workload& WorkloadMemo::classify(const WorkloadSignals& signals) {
+  if (!valid_ || !same_without_capture(last_, signals)) {
+    workload_ = classify_workload(signals);
+    last_ = signals;
+    valid_ = true;
+  }
+  return workload_;
+}
+
 }  // namespace gpuutil

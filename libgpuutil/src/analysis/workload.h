@@ -78,4 +78,20 @@ inline WorkloadSignals workload_signals(const EventStore& store, const EventSpan
 // were; else unknown.
 Workload classify_workload(const WorkloadSignals& signals);
 
+// classify_workload for the windows of one prepared store, one after
+// another (the live session's batch): their signals differ only in the
+// analysed and capture time, which matter only when there is capture
+// activity. Without it, the previous window's Workload is returned again
+// instead of spelling the same evidence anew. Same results as
+// classify_workload in every case (test_workload pins it).
+class WorkloadMemo {
+ public:
+  const Workload& classify(const WorkloadSignals& signals);
+
+ private:
+  bool valid_ = false;
+  WorkloadSignals last_;
+  Workload workload_;
+};
+
 }  // namespace gpuutil

@@ -106,8 +106,7 @@ void Session::set_devices(std::vector<DeviceInfo> devices) {
 }
 
 bool Session::admit_locked() {
-  const size_t n = store_.activities.size() + store_.api_calls.size() + store_.ranges.size() + store_.counters.size();
-  if (n < options_.max_pending_events) return true;
+  if (pending_locked() < options_.max_pending_events) return true;
   since_last_report_.add(Diag::session_events_dropped);
   return false;
 }
@@ -256,45 +255,25 @@ void Session::mark_complete_until(int64_t t_ns) {
   complete_until_ns_ = std::max(complete_until_ns_, t_ns);
 }
 
-// Drops every event no unreported step can need: events that end at or
-// before keep_from_ns, except the launch calls of device work that is kept
-// and the ranges around them (the kernels of a pipelined GPU run a step or
-// more after their launch, and idle attribution looks up that launch).
-void Session::prune_locked(int64_t keep_from_ns) {
-  keep_from_ns_ = std::max(keep_from_ns_, keep_from_ns);
-  std::unordered_set<uint64_t> launched;
-  for (const DeviceActivity& a : store_.activities) {
-    if (a.end_ns > keep_from_ns && a.correlation_id != 0) launched.insert(a.correlation_id);
-  }
-  int64_t host_from = keep_from_ns;
-  for (const HostApiCall& c : store_.api_calls) {
-    if (c.start_ns < host_from && launched.count(c.correlation_id) != 0) host_from = c.start_ns;
-  }
-  auto ends_by = [](int64_t t) { return [t](const auto& e) { return e.end_ns <= t; }; };
-  store_.activities.erase(std::remove_if(store_.activities.begin(), store_.activities.end(), ends_by(keep_from_ns)),
-                          store_.activities.end());
-  store_.api_calls.erase(std::remove_if(store_.api_calls.begin(), store_.api_calls.end(), ends_by(host_from)),
-                         store_.api_calls.end());
-  store_.ranges.erase(std::remove_if(store_.ranges.begin(), store_.ranges.end(), ends_by(host_from)),
-                      store_.ranges.end());
-  store_.counters.erase(std::remove_if(store_.counters.begin(), store_.counters.end(),
-                                       [keep_from_ns](const CounterSample& c) { return c.ts_ns <= keep_from_ns; }),
-                        store_.counters.end());
-  intervals_.erase(std::remove_if(intervals_.begin(), intervals_.end(),
-                                  [this](const Interval& iv) { return iv.end_ns <= reported_until_ns_; }),
-                   intervals_.end());
+size_t Session::pending_locked() const {
+  return held_events_ + store_.activities.size() + store_.api_calls.size() + store_.ranges.size() +
+         store_.counters.size();
 }
 
-// The pending events, copied for analysis outside mu_. Names are append-only
-// (ids are positions), so the snapshot's table only gets the new ones.
-void Session::snapshot_locked() {
+// Moves the events added since the last take out of store_ in O(1): each
+// vector is swapped with an empty one of in_ (whose capacity store_ reuses,
+// so the adds rarely reallocate under mu_). Names are append-only (ids are
+// positions), so snap_'s table only gets the new ones; the small tables
+// (threads, devices) are copied.
+void Session::take_incoming_locked() {
   for (auto id = static_cast<NameId>(snap_.names.size()); id < store_.names.size(); ++id) {
     snap_.names.intern(store_.names.view(id));
   }
-  snap_.activities = store_.activities;
-  snap_.api_calls = store_.api_calls;
-  snap_.ranges = store_.ranges;
-  snap_.counters = store_.counters;
+  in_.activities.swap(store_.activities);
+  in_.api_calls.swap(store_.api_calls);
+  in_.ranges.swap(store_.ranges);
+  in_.counters.swap(store_.counters);
+  held_events_ += in_.activities.size() + in_.api_calls.size() + in_.ranges.size() + in_.counters.size();
   snap_.devices = store_.devices;
   snap_.threads = store_.threads;
   snap_.diagnostics = store_.diagnostics;
@@ -303,9 +282,53 @@ void Session::snapshot_locked() {
   snap_.steps_source = store_.steps_source;
 }
 
-// One batch: under mu_, the reportable steps and a snapshot of the events;
-// without it, the analysis (the expensive part); under mu_ again, totals,
-// sinks and pruning. Callers hold collect_mu_ (one batch at a time).
+// Appends what take_incoming_locked took to the held events, in arrival
+// order, without mu_; in_ is left empty with its capacity.
+void Session::absorb_incoming() {
+  auto append = [](auto& to, auto& from) {
+    to.insert(to.end(), from.begin(), from.end());
+    from.clear();
+  };
+  append(snap_.activities, in_.activities);
+  append(snap_.api_calls, in_.api_calls);
+  append(snap_.ranges, in_.ranges);
+  append(snap_.counters, in_.counters);
+}
+
+// Drops every held event no unreported step can need: events that end at
+// or before keep_from_ns, except the launch calls of device work that is
+// kept and the ranges around them (the kernels of a pipelined GPU run a
+// step or more after their launch, and idle attribution looks up that
+// launch). Without mu_: the caller took every event added before it set
+// keep_from_ns_, so later adds are checked by late_locked instead.
+void Session::prune_held(int64_t keep_from_ns) {
+  std::unordered_set<uint64_t> launched;
+  for (const DeviceActivity& a : snap_.activities) {
+    if (a.end_ns > keep_from_ns && a.correlation_id != 0) launched.insert(a.correlation_id);
+  }
+  int64_t host_from = keep_from_ns;
+  for (const HostApiCall& c : snap_.api_calls) {
+    if (c.start_ns < host_from && launched.count(c.correlation_id) != 0) host_from = c.start_ns;
+  }
+  auto ends_by = [](int64_t t) { return [t](const auto& e) { return e.end_ns <= t; }; };
+  snap_.activities.erase(std::remove_if(snap_.activities.begin(), snap_.activities.end(), ends_by(keep_from_ns)),
+                         snap_.activities.end());
+  snap_.api_calls.erase(std::remove_if(snap_.api_calls.begin(), snap_.api_calls.end(), ends_by(host_from)),
+                        snap_.api_calls.end());
+  snap_.ranges.erase(std::remove_if(snap_.ranges.begin(), snap_.ranges.end(), ends_by(host_from)), snap_.ranges.end());
+  snap_.counters.erase(std::remove_if(snap_.counters.begin(), snap_.counters.end(),
+                                      [keep_from_ns](const CounterSample& c) { return c.ts_ns <= keep_from_ns; }),
+                       snap_.counters.end());
+}
+
+// One batch. Under mu_: the reportable steps, and the events added since
+// the last batch, taken in O(1). Without it: those events joined to the held
+// ones, and the analysis (the expensive part). Under mu_ again: totals,
+// sinks, the new prune point, and the events added meanwhile; then, without
+// mu_, the prune. mu_ is never held for work that grows with the number of
+// pending events, so the adds of the training thread, CUPTI and the NVTX
+// drain never wait for a copy or a prune. Callers hold collect_mu_ (one
+// batch at a time; snap_ and in_ are theirs).
 std::vector<StepOutput> Session::collect_batch() {
   std::vector<StepWindow> windows;
   std::vector<std::optional<bool>> detail;
@@ -331,8 +354,9 @@ std::vector<StepOutput> Session::collect_batch() {
     standing = standing_;
     intervals = intervals_;
     options = options_.analysis;
-    snapshot_locked();
+    take_incoming_locked();
   }
+  absorb_incoming();
 
   // The batch's steps share one set of indexes over the pending events
   // (each step's report is what analyze() gives with steps = {w}).
@@ -357,8 +381,18 @@ std::vector<StepOutput> Session::collect_batch() {
     }
   }
 
+  // The JSON Lines file (flushed per line) is written outside mu_.
+  uint64_t write_failures = 0;
+  {
+    std::lock_guard<std::mutex> lock(jsonl_mu_);
+    if (jsonl_) {
+      for (const StepOutput& o : out) write_failures += jsonl_->write_line(o.json) ? 0 : 1;
+    }
+  }
+  int64_t keep_from;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (write_failures > 0) since_last_report_.add(Diag::sink_write_failed, write_failures);
     for (StepOutput& o : out) {
       reported_until_ns_ = std::max(reported_until_ns_, o.report.steps.empty() ? INT64_MIN : o.report.steps[0].end_ns);
       totals_.add(o.report);
@@ -371,14 +405,23 @@ std::vector<StepOutput> Session::collect_batch() {
           rank_steps_.push_back(std::move(*rs));
         }
       }
-      if (jsonl_ && !jsonl_->write_line(o.json)) since_last_report_.add(Diag::sink_write_failed);
       ++steps_reported_;
     }
     closed_.erase(closed_.begin(), closed_.begin() + static_cast<long>(windows.size()));
-    int64_t keep_from = windows.back().end_ns;
+    keep_from = windows.back().end_ns;
     if (!closed_.empty()) keep_from = std::min(keep_from, closed_.front().start_ns);
     if (open_) keep_from = std::min(keep_from, current_.start_ns);
-    prune_locked(keep_from);
+    keep_from_ns_ = std::max(keep_from_ns_, keep_from);
+    intervals_.erase(std::remove_if(intervals_.begin(), intervals_.end(),
+                                    [this](const Interval& iv) { return iv.end_ns <= reported_until_ns_; }),
+                     intervals_.end());
+    take_incoming_locked();  // what came during the analysis: its prune needs all of them
+  }
+  absorb_incoming();
+  prune_held(keep_from);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_events_ = snap_.activities.size() + snap_.api_calls.size() + snap_.ranges.size() + snap_.counters.size();
   }
   if (callback_) {
     for (const auto& o : out) callback_(o);
@@ -482,9 +525,12 @@ std::vector<std::string> Session::take_lines() {
 }
 
 bool Session::write_jsonl_line(const std::string& line) {
+  {
+    std::lock_guard<std::mutex> lock(jsonl_mu_);
+    if (!jsonl_) return false;
+    if (jsonl_->write_line(line)) return true;
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  if (!jsonl_) return false;
-  if (jsonl_->write_line(line)) return true;
   since_last_report_.add(Diag::sink_write_failed);
   return false;
 }
@@ -545,7 +591,7 @@ int64_t Session::outside_steps_ns() const {
 
 size_t Session::pending_events() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return store_.activities.size() + store_.api_calls.size() + store_.ranges.size() + store_.counters.size();
+  return pending_locked();
 }
 
 RunTotals Session::run_totals() const {
