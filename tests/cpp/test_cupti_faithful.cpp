@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <optional>
 #include <thread>
 
 #include "collectors/torch/hook_drain.h"
@@ -146,28 +147,49 @@ class PipelinedLoop : public ::testing::TestWithParam<int> {};
 
 // The host runs ahead: each 10 ms step launches its kernel 1 ms before the
 // step ends, and the kernel runs 6 ms, into the next step. Nobody syncs.
-TEST_P(PipelinedLoop, ReportsEveryKernelInTheStepsItRunsIn) {
+//
+// The launches and step ends carry planted session times, so the planted
+// timeline must stay causal: each launch must really return before the
+// planted end of its step. On a loaded machine the thread can wake late
+// and launch after that end, which no real program does (its step end is
+// taken after the launch returns): a flush between the planted and the real
+// launch time then rightly finds the step complete without it. Such a run
+// is discarded and the scenario played again (up to 5 times, then skipped
+// with the reason); it fails only on a causal run.
+std::optional<std::vector<StepOutput>> play_pipelined_loop(int device_records) {
   FakeCupti& fake = FakeCupti::get();
   fake_cupti_config cfg{};
-  cfg.device_records = GetParam();
+  cfg.device_records = device_records;
   fake.reset(&cfg);
   Session session(SessionOptions{});
   LiveCollector live(session, pool());
-  ASSERT_EQ(live.start(), "");
+  EXPECT_EQ(live.start(), "");
   const int steps = 8;
   const int64_t t0 = session_now_ns() + 2 * kMs;
   std::vector<StepOutput> out;
+  bool causal = true;
   for (int n = 0; n < steps; ++n) {
     const int64_t h = t0 + n * 10 * kMs;
     session.begin_step(n, h);
     sleep_until(h + 9 * kMs);
     launch_at(fake, "gemm", 7, h + 9 * kMs, h + 9 * kMs + 10'000, h + 15 * kMs + 10'000);
+    if (session_now_ns() > h + 9 * kMs + 800'000) causal = false;  // returned too close to (or past) the step's end
     sleep_until(h + 10 * kMs);
     session.end_step(h + 10 * kMs);
     for (auto& o : collect(session, live)) out.push_back(std::move(o));
   }
   live.stop();
   for (auto& o : session.finish(session_now_ns())) out.push_back(std::move(o));
+  if (!causal) return std::nullopt;
+  return out;
+}
+
+TEST_P(PipelinedLoop, ReportsEveryKernelInTheStepsItRunsIn) {
+  std::optional<std::vector<StepOutput>> played;
+  for (int attempt = 0; attempt < 5 && !played; ++attempt) played = play_pipelined_loop(GetParam());
+  if (!played) GTEST_SKIP() << "5 runs in a row launched past their planted step end (machine too loaded)";
+  const std::vector<StepOutput>& out = *played;
+  const int steps = 8;
   ASSERT_EQ(out.size(), size_t(steps));
   for (int n = 0; n < steps; ++n) {
     const auto& r = out[size_t(n)].report;
