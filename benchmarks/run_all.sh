@@ -19,6 +19,8 @@ if [ -x .venv-hta/bin/python ]; then
 else
   echo "skipped: run benchmarks/setup_hta_venv.sh first"
 fi
+echo "== session lock: adds waiting while the report worker takes large batches"
+build/benchmarks/bench_session_lock 1000 1000 100 5
 echo "== report serialisation (live step, whole trace)"
 build/benchmarks/bench_report_json "$traces/hta_train_v100_dataloader_nccl_rank1.json.gz" 15
 echo "== PyTorch integration overhead (MLP and transformer loops) vs torch.profiler"
