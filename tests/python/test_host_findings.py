@@ -89,15 +89,23 @@ def test_the_readme_ci_gate_passes_two_demo_runs_and_fails_a_planted_dataloader_
     assert "--metric step_wall_p50_ms --metric idle_dataloader_pct --max-regression 5" in readme
     gate = ["--metric", "step_wall_p50_ms", "--metric", "idle_dataloader_pct", "--max-regression", "5"]
     base = _demo_run(tmp_path, "base", 4)
-    same = _demo_run(tmp_path, "same", 4)
     slower = _demo_run(tmp_path, "slower", 12)
 
     def compare(a: Path, b: Path) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "gpuutil", "compare", str(a), str(b), *gate],
                               capture_output=True, text=True)
 
-    ok = compare(base, same)
-    assert ok.returncode == 0, ok.stdout + ok.stderr
+    # Two equal runs differ by the machine's noise: on the shared 2-core VM
+    # the p50 of 8 demo steps (≈ 36 ms) has come out 5.8% apart. An equal run
+    # must pass the gate in one of three tries (a gate that flags equal runs
+    # fails all three); the planted regression must fail it.
+    tries = []
+    for attempt in range(3):
+        ok = compare(base, _demo_run(tmp_path, f"same{attempt}", 4))
+        tries.append(ok.stdout + ok.stderr)
+        if ok.returncode == 0:
+            break
+    assert ok.returncode == 0, "\n".join(tries)
     bad = compare(base, slower)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "REGRESSION" in bad.stdout
