@@ -115,12 +115,23 @@ def test_dataloader_wait_is_attributed_without_detail(detail):
 
 
 def test_a_finding_that_fires_for_the_first_time_asks_for_a_detail_step():
-    # Steps 0-4 fetch their batch in well under 5% of a 10 ms step; from
+    # Steps 0-4 fetch their batch in well under 5% of a 30 ms step; from
     # step 5 on the DataLoader stalls 20 ms (host_dataloader fires in step
     # 5's report, delivered at its end): the step after the next one
     # collects detail, the sampled ones around it do not.
-    reports = train(10, detail="sampled", slow_from=5, item=False, work_s=0.010)
-    assert not any(f["id"] == "host_dataloader" for r in reports[:5] for f in r["findings"])
+    #
+    # The quiet start is the scenario's precondition, not the behaviour
+    # pinned: on a loaded runner one early fetch (the loader's first
+    # __next__, a descheduled thread) can pass 5% of its step, the finding
+    # then fires early and asks for its detail step there. Such a run is
+    # played again, up to three times in all (CI saw it once in ~40 runs at
+    # a 10 ms step).
+    for attempt in range(3):
+        reports = train(10, detail="sampled", slow_from=5, item=False, work_s=0.030)
+        early = [i for i, r in enumerate(reports[:5]) if any(f["id"] == "host_dataloader" for f in r["findings"])]
+        if not early:
+            break
+    assert not early, f"host_dataloader fired before the stall in 3 runs (steps {early}): the runner is too loaded"
     flags = [r["steps"][0]["detail"] for r in reports[:10]]
     assert any(f["id"] == "host_dataloader" for f in reports[5]["findings"]), reports[5]["findings"]
     assert flags[:5] == [True, True, True, False, False]
