@@ -61,6 +61,15 @@ gpuutil-off, gpuutil-always, torch.profiler (activities=[CPU], no shapes,
 prof.step() per step: the comparison the issue names), torch-hook.
 --extra-ops K adds K tiny ops per step (bench_torch_overhead.py's ops sweep).
 
+--mkl-isa SSE4_2 runs MKL's SSE4.2 kernels instead of its AVX2 ones. Under
+Valgrind the transformer's AVX2 GEMMs (mkl_blas_avx2_sgemm_kernel_*) take
+about 40 s per step even uninstrumented, with SSE4.2 about 1 s (measured
+2026-12-02, torch 2.13.0+cpu; most likely Valgrind's emulation of FMA;
+turning oneDNN off changed nothing). gpuutil's added instructions do not
+run in MKL, so they are the same either way; the baseline's own count
+triples (4-wide SSE multiply-adds instead of 8-wide FMAs), so RESULTS
+states gpuutil's share against the AVX2 baseline, counted separately.
+
 Needs valgrind and its headers (Debian: apt-get install valgrind) and a C
 compiler. Runs --jobs Valgrind processes at once (instruction counts do not
 depend on what else runs). Progress: one line per run.
@@ -125,7 +134,7 @@ def child(args: argparse.Namespace) -> None:
         b.init_dist()
     kind, width, batch, item = b.LOOPS[args.loop]
     run = b.make_loop(width, batch, kind, item=item, extra_ops=args.extra_ops)
-    run(20)  # the loop's own first steps (allocator, autograd caches)
+    run(args.pre_steps)  # the loop's own first steps (allocator, autograd caches)
     mark_lib.gpuutil_bench_instrument()  # counted from here: the setting's start, its first steps, ...
     done = [0]
     per_step: "list" = [None]  # the profile's batch call, or torch.profiler's step()
@@ -214,8 +223,12 @@ def instructions(setting: str, steps: int, args: argparse.Namespace) -> "dict[st
             sys.executable, __file__, "--child", "--setting", setting, "--child-steps", str(steps),
             "--loop", args.loop, "--batch-steps", str(args.batch_steps), "--marker", args.marker,
             "--extra-ops", str(args.extra_ops), "--warmup-steps", str(args.warmup_steps),
+            "--pre-steps", str(args.pre_steps),
         ] + (["--dist"] if args.dist else [])
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        env = dict(os.environ)
+        if args.mkl_isa != "native":
+            env["MKL_ENABLE_INSTRUCTIONS"] = args.mkl_isa
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             sys.exit(f"bench_torch_instructions: {setting} ({steps} steps) failed:\n{done.stderr[-2000:]}")
         found = windows_of(tmp)
@@ -237,6 +250,11 @@ def main() -> int:
     ap.add_argument("--batch-steps", type=int, default=100, help="steps per report batch")
     ap.add_argument("--warmup-steps", type=int, default=20,
                     help="steps under the setting before the loop window (the profile's first steps)")
+    ap.add_argument("--pre-steps", type=int, default=20,
+                    help="uninstrumented steps before the setting starts (allocator, autograd caches)")
+    ap.add_argument("--mkl-isa", default="native", choices=("native", "SSE4_2"),
+                    help="MKL's instruction set in the child (MKL_ENABLE_INSTRUCTIONS); SSE4_2 for the "
+                         "transformer: Valgrind emulates FMA lane by lane (see the module doc)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--setting", help=argparse.SUPPRESS)
     ap.add_argument("--child-steps", type=int, help=argparse.SUPPRESS)
@@ -259,6 +277,8 @@ def main() -> int:
         ap.error("--extra-ops must be >= 0")
     if args.warmup_steps < 0:
         ap.error("--warmup-steps must be >= 0")
+    if args.pre_steps < 0:
+        ap.error("--pre-steps must be >= 0")
     settings = args.settings.split(",")
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
@@ -286,6 +306,7 @@ def main() -> int:
         }
     label = f"loop {args.loop}" + (" (torch.distributed: gloo, 1 rank)" if args.dist else "")
     label += f", {args.extra_ops} extra ops per step" if args.extra_ops else ""
+    label += f", MKL_ENABLE_INSTRUCTIONS={args.mkl_isa}" if args.mkl_isa != "native" else ""
     print(f"\n{label}; instructions per step: least-squares slope over {', '.join(map(str, counts_of))} steps")
     print("| setting | in the loop | over baseline | neighbouring-pair slopes | training thread over baseline "
           "| loop + stop | over baseline |")

@@ -16,7 +16,16 @@
 //   torch.optim's global hook): it records the step's range and, on the
 //   main thread, closes the automatic step; only when the profile's Python
 //   side is due (a report batch, or a collector's per-step work it asked
-//   for with wake_in) does it call `on_due(now_ns, report)`.
+//   for with wake_in) does it call `on_due(now_ns, report)`;
+// - an attribute swapped while an optimizer step runs
+//   (`swap_in_optimizer(owner, name, inside, outside)`): from the first
+//   optimizer pre-hook until the last post-hook, on any thread, owner.name is
+//   `inside`, otherwise `outside`. gpuutil's `Tensor.item` wrapper steps
+//   aside this way once it meets an `.item()` inside an optimizer step:
+//   optimizers read their CPU step counters with `.item()` once per
+//   parameter (AdamW: 27 calls per step of the benchmarks' transformer),
+//   which would each pay a Python wrapper for a range that is not kept; two
+//   attribute stores per step cost less than one such call.
 //
 // Automatic steps have three modes: 0 "ask" (the post-hook calls `ask()`,
 // the profile's auto_step_boundary, which decides whether steps are
@@ -133,6 +142,7 @@ class PyStepPath {
   void optimizer_pre() {
     ThreadState& s = state();
     const int d = s.optimizer_depth++;
+    if (optimizers_running_++ == 0) swap_to(swap_inside_);
     s.optimizer_start_ns[d < ThreadState::kMaxOptimizerDepth ? d : ThreadState::kMaxOptimizerDepth - 1] =
         gpuutil::session_now_ns();
   }
@@ -140,6 +150,7 @@ class PyStepPath {
     ThreadState& s = state();
     if (s.optimizer_depth <= 0) return;  // its pre-hook ran before the profile started
     const int d = --s.optimizer_depth;
+    if (optimizers_running_ > 0 && --optimizers_running_ == 0) swap_to(swap_outside_);
     const int64_t start_ns =
         s.optimizer_start_ns[d < ThreadState::kMaxOptimizerDepth ? d : ThreadState::kMaxOptimizerDepth - 1];
     const int64_t now_ns = gpuutil::session_now_ns();
@@ -152,6 +163,23 @@ class PyStepPath {
     }
   }
   bool in_optimizer() { return state().optimizer_depth > 0; }
+
+  // owner.name is `inside` while any optimizer step runs, `outside` otherwise
+  // (set now to the one that holds); clear_swap() stops swapping.
+  void swap_in_optimizer(py::object owner, py::str name, py::object inside, py::object outside) {
+    swap_owner_ = std::move(owner);
+    swap_name_ = std::move(name);
+    swap_inside_ = std::move(inside);
+    swap_outside_ = std::move(outside);
+    swap_to(optimizers_running_ > 0 ? swap_inside_ : swap_outside_);
+  }
+  void clear_swap() {
+    swap_owner_ = py::object();
+    swap_name_ = py::object();
+    swap_inside_ = py::object();
+    swap_outside_ = py::object();
+  }
+  bool swapping() const { return static_cast<bool>(swap_owner_); }
 
   // Python's own boundary (auto_step_boundary deciding, or a user step):
   // (now_ns, due as an int).
@@ -172,6 +200,16 @@ class PyStepPath {
 
  private:
   static constexpr int kAsk = 0, kAuto = 1, kOff = 2;
+
+  // A failed store (a read-only owner) ends the swap and leaves the error set
+  // for nobody: the wrapper stays in place, which is only slower.
+  void swap_to(const py::object& value) {
+    if (!swap_owner_ || !value) return;
+    if (PyObject_SetAttr(swap_owner_.ptr(), swap_name_.ptr(), value.ptr()) != 0) {
+      PyErr_Clear();
+      clear_swap();
+    }
+  }
 
   void due(int64_t now_ns, gpuutil::BoundaryDue d) {
     if (d != gpuutil::BoundaryDue::kNothing && on_due_) on_due_(now_ns, d == gpuutil::BoundaryDue::kReport);
@@ -197,6 +235,8 @@ class PyStepPath {
   const uint32_t backward_slot_;
   int mode_ = kAsk;
   py::object ask_, on_due_;
+  int optimizers_running_ = 0;  // open optimizer steps, every thread (the GIL orders the hooks)
+  py::object swap_owner_, swap_name_, swap_inside_, swap_outside_;
   py::list classes_;
   std::unordered_map<PyObject*, uint32_t> module_slots_, optimizer_slots_;
   std::unordered_map<std::string, uint32_t> range_names_, op_names_;
@@ -229,6 +269,12 @@ void bind_step_path(py::module_& m) {
           py::arg("optimizer"), py::arg("args"), py::arg("kwargs"),
           "torch.optim's global step post-hook: the step's range, and the automatic step boundary.")
       .def("in_optimizer", &PyStepPath::in_optimizer, "An optimizer step is running on this thread.")
+      .def("swap_in_optimizer", &PyStepPath::swap_in_optimizer, py::arg("owner"), py::arg("name"),
+           py::arg("inside"), py::arg("outside"),
+           "While any optimizer step runs (first pre-hook to last post-hook, every thread) owner.name is inside, "
+           "otherwise outside; set now. A failed store ends the swap.")
+      .def("clear_swap", &PyStepPath::clear_swap, "Stops swapping (leaves the attribute as it is).")
+      .def_property_readonly("swapping", &PyStepPath::swapping, "An attribute is swapped in optimizer steps.")
       .def("close_auto_step", &PyStepPath::close_auto_step, "Closes the automatic step now: (now_ns, due).")
       .def(
           "end_user_step", [](PyStepPath& p, int64_t now_ns) { return static_cast<int>(p.path().end_user_step(now_ns)); },

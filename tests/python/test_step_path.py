@@ -220,3 +220,82 @@ def test_user_scope_can_turn_always_on_when_distributed_comes_up_later():
         assert [r[0] for r in hook.drain()[0]] == ["always on now", "both on"]
     finally:
         hook.stop()
+
+
+def test_tensor_item_is_pytorchs_own_inside_optimizer_steps_and_gpuutils_outside():
+    """Optimizers read their CPU step counters with .item() once per
+    parameter (AdamW here): from the first such call on, inside
+    optimizer.step() the step path puts PyTorch's method back, so those
+    calls pay no wrapper; outside, .item()
+    is gpuutil's wrapper (a host sync range); after the profile the class
+    is exactly as before (inherited, not shadowed)."""
+    from torch.optim import optimizer as optim_mod
+
+    base = torch._C.TensorBase.item
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    seen = []
+    with gpuutil.profile(detail="off", report_interval_ms=0) as prof:
+        # Registered after gpuutil's hooks: this pre-hook runs after the
+        # swap in, this post-hook after the swap back.
+        h1 = optim_mod.register_optimizer_step_pre_hook(lambda o, a, k: seen.append(torch.Tensor.item is base))
+        h2 = optim_mod.register_optimizer_step_post_hook(lambda o, a, k: seen.append(torch.Tensor.item is base))
+        calls = []
+        real_item = base
+
+        def counting(t):
+            calls.append(1)
+            return real_item(t)
+
+        try:
+            for _ in range(3):
+                loss = model(torch.randn(4, 8)).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                outside = torch.Tensor.item is not base
+                loss.item()
+        finally:
+            h1.remove()
+            h2.remove()
+        assert prof._path.swapping and outside
+    # The first step's AdamW .item() turned the swap on (inside that step).
+    assert seen == [False, False] + [True, False] * 2
+    assert not prof._path.swapping  # the swap ended with the profile
+    assert torch.Tensor.item is base and "item" not in vars(torch.Tensor)
+    hosts = [max(s["host"], key=lambda h: h["breakdown_ns"]["optimizer"]) for s in (
+        st for r in prof.reports for st in r["steps"])]
+    # the user's loss.item() after step k is a host sync of step k+1; AdamW's own are not
+    assert all(h["breakdown_ns"]["host_sync"] > 0 for h in hosts[1:3]), hosts
+    assert all(h["culprits"]["host_sync"][0]["name"] == "aten::item" for h in hosts[1:3])
+
+
+def test_a_swap_the_owner_refuses_ends_and_leaves_the_wrapper():
+    """A store that fails (an owner without settable attributes) ends the
+    swap quietly: the wrapper stays, which is only slower."""
+    prof = gpuutil.profile(detail="off", report_interval_ms=0)
+    with prof:
+        path = prof._path
+        path.swap_in_optimizer(object(), "item", 1, 2)  # object() takes no attributes
+        assert not path.swapping
+        path.optimizer_pre(None, (), {})
+        path.optimizer_post(torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1), (), {})
+        assert not path.swapping
+
+
+def test_an_optimizer_without_item_calls_never_swaps():
+    """SGD reads no step counters: the swap (two attribute stores per
+    step) never turns on, and .item() stays gpuutil's wrapper throughout."""
+    base = torch._C.TensorBase.item
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gpuutil.profile(detail="off", report_interval_ms=0) as prof:
+        for _ in range(3):
+            loss = model(torch.randn(4, 8)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss.item()
+            assert torch.Tensor.item is not base
+        assert not prof._path.swapping
+    assert torch.Tensor.item is base

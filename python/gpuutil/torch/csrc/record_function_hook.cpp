@@ -9,7 +9,8 @@
 //   USER_SCOPE ranges, but while *any* global callback is registered it
 //   rebuilds each thread's active-callback lists whenever it switches
 //   thread-local state (autograd, DataLoader): +3.4% of the instructions of
-//   a 1 ms CPU step (benchmarks/RESULTS.md). So it is always on only with
+//   a 1 ms CPU step in a first count, +0.54% in a second on another VM
+//   (benchmarks/RESULTS.md). So it is always on only with
 //   user_scope_always (gpuutil asks for it under torch.distributed with
 //   gloo and several ranks, whose "gloo:*" ranges the cross-rank view
 //   needs every step);
