@@ -222,6 +222,15 @@ def test_user_scope_can_turn_always_on_when_distributed_comes_up_later():
         hook.stop()
 
 
+def linear_step(model, opt) -> "torch.Tensor":
+    """One optimizer step of ``model`` on a random batch of 4; the loss."""
+    loss = model(torch.randn(4, 8)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def test_tensor_item_is_pytorchs_own_inside_optimizer_steps_and_gpuutils_outside():
     """Optimizers read their CPU step counters with .item() once per
     parameter (AdamW here): from the first such call on, inside
@@ -249,10 +258,7 @@ def test_tensor_item_is_pytorchs_own_inside_optimizer_steps_and_gpuutils_outside
 
         try:
             for _ in range(3):
-                loss = model(torch.randn(4, 8)).sum()
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+                loss = linear_step(model, opt)
                 outside = torch.Tensor.item is not base
                 loss.item()
         finally:
@@ -291,11 +297,7 @@ def test_an_optimizer_without_item_calls_never_swaps():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with gpuutil.profile(detail="off", report_interval_ms=0) as prof:
         for _ in range(3):
-            loss = model(torch.randn(4, 8)).sum()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            loss.item()
+            linear_step(model, opt).item()
             assert torch.Tensor.item is not base
         assert not prof._path.swapping
     assert torch.Tensor.item is base
