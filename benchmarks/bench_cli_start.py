@@ -7,6 +7,8 @@ Measured as the wall time of whole processes, interleaved, median of --runs:
                                      (the file does not exist: the command stops there)
   gpuutil analyze SMALL_TRACE        a whole run on a small trace (2.5 KB), table output
   python -c "import gpuutil"         the package import
+  gpuutil-analyze MISSING / SMALL    the same two runs of the native command
+                                     (`gpuutil analyze --json` without Python)
 
     python benchmarks/bench_cli_start.py [--runs 41] [--trace PATH]
 
@@ -38,13 +40,18 @@ def main() -> None:
     ap.add_argument("--trace", default=default_trace, help="a small trace for the whole-run row")
     args = ap.parse_args()
     gpuutil = os.path.join(os.path.dirname(sys.executable), "gpuutil")
+    native = os.path.join(os.path.dirname(sys.executable), "gpuutil-analyze")
     cases = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "gpuutil analyze MISSING (start-up)": [gpuutil, "analyze", "/nonexistent/trace.json"],
         "python -c 'import gpuutil'": [sys.executable, "-c", "import gpuutil"],
     }
+    if os.path.isfile(native):
+        cases["gpuutil-analyze MISSING (start-up)"] = [native, "/nonexistent/trace.json"]
     if os.path.isfile(args.trace):
         cases[f"gpuutil analyze {os.path.basename(args.trace)}"] = [gpuutil, "analyze", args.trace]
+        if os.path.isfile(native):
+            cases[f"gpuutil-analyze {os.path.basename(args.trace)}"] = [native, args.trace]
     for cmd in cases.values():  # warm the page cache
         wall_ms(cmd)
     times: "dict[str, list[float]]" = {k: [] for k in cases}

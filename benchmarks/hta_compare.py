@@ -15,6 +15,9 @@ Measured per run:
            inside the child
   process  the whole child as the parent saw it (interpreter start + import +
            analyze + writing the result), wall clock
+  native   the whole `gpuutil-analyze TRACE -o OUT` process (the native
+           `gpuutil analyze --json`, no interpreter), wall clock: what a
+           script or CI gate that only needs the report runs
   peak RSS the child's max resident set size, from os.wait4's rusage
 
 Usage (from the repo root; the script itself needs only the standard library):
@@ -40,6 +43,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 HTA_PY = REPO / ".venv-hta" / "bin" / "python"
 GPUUTIL_PY = REPO / ".venv" / "bin" / "python"
+GPUUTIL_NATIVE = REPO / ".venv" / "bin" / "gpuutil-analyze"
 DEFAULT_TRACE = (REPO / ".." / "shared" / "traces" /
                  "hta_train_v100_dataloader_nccl_rank1.json.gz")
 
@@ -141,6 +145,26 @@ def run_child(python: Path, code: str, args: list[str], log_path: Path) -> dict:
     return result
 
 
+def run_native(trace: Path, log_path: Path) -> dict:
+    """Runs gpuutil-analyze once; its process wall time and peak RSS."""
+    fd, name = tempfile.mkstemp(prefix="hta_compare_native_", suffix=".json")
+    os.close(fd)
+    out = Path(name)
+    try:
+        with open(log_path, "ab") as log:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([str(GPUUTIL_NATIVE), str(trace), "-o", str(out)],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=str(REPO))
+            _, status, rusage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - t0
+        if os.waitstatus_to_exitcode(status) != 0:
+            die(f"{GPUUTIL_NATIVE} exited {os.waitstatus_to_exitcode(status)}; log {log_path}")
+        steps = len(json.loads(out.read_text())["steps"])
+    finally:
+        out.unlink(missing_ok=True)
+    return {"process_s": wall, "peak_rss_mib": rusage.ru_maxrss / 1024.0, "steps": steps}
+
+
 def fmt_runs(xs: list[float]) -> str:
     return ", ".join(f"{x:.3f}" for x in xs)
 
@@ -176,6 +200,8 @@ def main() -> int:
         die(f"{HTA_PY.parent.parent} is missing: run benchmarks/setup_hta_venv.sh first")
     if not GPUUTIL_PY.exists():
         die(f"{GPUUTIL_PY.parent.parent} is missing: run scripts/bootstrap.sh first")
+    if not GPUUTIL_NATIVE.exists():
+        die(f"{GPUUTIL_NATIVE} is missing: run scripts/bootstrap.sh first")
     chk = subprocess.run([str(GPUUTIL_PY), "-c", "import gpuutil; gpuutil.analyze"],
                          capture_output=True, text=True, cwd=str(REPO))
     if chk.returncode != 0:
@@ -193,10 +219,12 @@ def main() -> int:
     load_before = os.getloadavg()
     hta_runs: list[dict] = []
     gpu_runs: list[dict] = []
+    native_runs: list[dict] = []
     try:
         for i in range(reps):  # interleaved, so both tools see the same machine load
             hta_runs.append(run_child(HTA_PY, HTA_CHILD, [str(trace_dir)], log_path))
             gpu_runs.append(run_child(GPUUTIL_PY, GPUUTIL_CHILD, [str(trace)], log_path))
+            native_runs.append(run_native(trace, log_path))
             print(f"run {i + 1}/{reps}: HTA {hta_runs[-1]['analyze_s']:.3f} s, "
                   f"gpuutil {gpu_runs[-1]['analyze_s']:.3f} s", file=sys.stderr)
     finally:
@@ -210,6 +238,8 @@ def main() -> int:
         return [r[key] for r in runs]
 
     med = {}
+    for key in ("process_s", "peak_rss_mib"):
+        med["native", key] = statistics.median(col(native_runs, key))
     for tool, runs in (("hta", hta_runs), ("gpuutil", gpu_runs)):
         for key in ("analyze_s", "import_s", "process_s", "peak_rss_mib"):
             med[tool, key] = statistics.median(col(runs, key))
@@ -220,7 +250,7 @@ def main() -> int:
     p(f"trace: {trace} ({trace.stat().st_size / 2**20:.1f} MiB on disk)")
     p(f"machine: {os.cpu_count()} CPUs, {cpu_model()}; Python {platform.python_version()}; "
       f"loadavg(1m) {load_before[0]:.2f} before, {load_after[0]:.2f} after")
-    p(f"repetitions: {reps} (interleaved HTA, gpuutil), each a separate subprocess")
+    p(f"repetitions: {reps} (interleaved HTA, gpuutil, gpuutil-analyze), each a separate subprocess")
     p("")
     p("| tool | analyze runs (s) | analyze median (s) | import median (s) "
       "| process median (s) | peak RSS median (MiB) |")
@@ -230,12 +260,16 @@ def main() -> int:
         p(f"| {label} | {fmt_runs(col(runs, 'analyze_s'))} | {med[tool, 'analyze_s']:.3f} "
           f"| {med[tool, 'import_s']:.3f} | {med[tool, 'process_s']:.3f} "
           f"| {med[tool, 'peak_rss_mib']:.0f} |")
+    p(f"| gpuutil-analyze (native) | - | - | - | {med['native', 'process_s']:.3f} "
+      f"| {med['native', 'peak_rss_mib']:.0f} |")
     sp_analyze = med["hta", "analyze_s"] / med["gpuutil", "analyze_s"]
     sp_process = med["hta", "process_s"] / med["gpuutil", "process_s"]
     p("")
     p(f"speedup (median_hta / median_gpuutil), analyze: {sp_analyze:.1f}x "
       f"(target >= 20x: {'met' if sp_analyze >= 20 else 'NOT met'})")
     p(f"speedup, whole process incl. interpreter start and imports: {sp_process:.1f}x")
+    sp_native = med["hta", "process_s"] / med["native", "process_s"]
+    p(f"speedup, whole process, HTA's Python process vs the native gpuutil-analyze: {sp_native:.1f}x")
     h = hta_runs[-1]
     p(f"HTA analyze split (median): TraceAnalysis() "
       f"{statistics.median(col(hta_runs, 'construct_s')):.3f} s + get_idle_time_breakdown() "
@@ -319,9 +353,11 @@ def main() -> int:
         args.json.write_text(json.dumps({
             "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             "trace": str(trace), "reps": reps, "hta": hta_runs, "gpuutil": gpu_runs,
-            "speedup_analyze": sp_analyze, "speedup_process": sp_process,
+            "native": native_runs, "speedup_analyze": sp_analyze, "speedup_process": sp_process,
+            "speedup_process_native": sp_native,
             "medians": {tool: {key: med[tool, key] for key in ("analyze_s", "import_s", "process_s", "peak_rss_mib")}
-                        for tool in ("hta", "gpuutil")},
+                        for tool in ("hta", "gpuutil")}
+            | {"native": {key: med["native", key] for key in ("process_s", "peak_rss_mib")}},
             "table": text}, indent=1))
     return 0
 

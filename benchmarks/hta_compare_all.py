@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""hta_compare.py over every shared trace HTA can read: per trace the two
-speedups (analyze call, whole process) and their medians over the traces.
+"""hta_compare.py over every shared trace HTA can read: per trace the
+speedups (analyze call, whole Python process, whole process of the native
+gpuutil-analyze) and their medians over the traces.
 
     bash benchmarks/setup_hta_venv.sh               # once
     python3 benchmarks/hta_compare_all.py [--reps 3] [--traces DIR]
@@ -43,20 +44,24 @@ def main() -> int:
             data = json.loads(Path(out.name).read_text())
         rows.append((t.name, data))
     print("| trace | HTA analyze (s) | gpuutil analyze (s) | analyze speedup | HTA process (s) | gpuutil process (s) "
-          "| process speedup |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    sp_a, sp_p = [], []
+          "| process speedup | gpuutil-analyze process (s) | native process speedup |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    sp_a, sp_p, sp_n = [], [], []
     for name, d in rows:
         m = d["medians"]
         a = m["hta"]["analyze_s"] / m["gpuutil"]["analyze_s"]
         p = m["hta"]["process_s"] / m["gpuutil"]["process_s"]
+        n = m["hta"]["process_s"] / m["native"]["process_s"]
         sp_a.append(a)
         sp_p.append(p)
+        sp_n.append(n)
         print(f"| {name} | {m['hta']['analyze_s']:.3f} | {m['gpuutil']['analyze_s']:.4f} | {a:.1f}x "
-              f"| {m['hta']['process_s']:.3f} | {m['gpuutil']['process_s']:.3f} | {p:.1f}x |")
+              f"| {m['hta']['process_s']:.3f} | {m['gpuutil']['process_s']:.3f} | {p:.1f}x "
+              f"| {m['native']['process_s']:.4f} | {n:.1f}x |")
     if rows:
         print(f"\nmedian over {len(rows)} traces: analyze {statistics.median(sp_a):.1f}x, "
-              f"whole process {statistics.median(sp_p):.1f}x")
+              f"whole process {statistics.median(sp_p):.1f}x, "
+              f"whole process with gpuutil-analyze {statistics.median(sp_n):.1f}x")
     for name, why in unreadable:
         print(f"HTA could not read {name}: {why}")
     return 0

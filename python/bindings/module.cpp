@@ -8,24 +8,21 @@
 //
 // Threading: analyze_files() releases the GIL for all C++ work (import,
 // analysis, serialisation), and imports the files of a multi-rank job in
-// parallel (the importer is thread-safe; each call owns its parser).
+// parallel (gpuutil/analyze_traces.h, which the native gpuutil-analyze
+// command shares).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <optional>
-#include <set>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "gpuutil/analysis.h"
+#include "gpuutil/analyze_traces.h"
 #include "gpuutil/diagnostics.h"
-#include "gpuutil/kineto_import.h"
 #include "gpuutil/report_json.h"
 
 #ifndef GPUUTIL_VERSION
@@ -51,34 +48,6 @@ class TraceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Imports every path, in parallel when there are several (one file per
-// thread; each file then parses on one thread, so the cores are not
-// oversubscribed), or a single file with the importer's own two-thread
-// parse. Results keep the order of `paths`.
-std::vector<gpuutil::ImportResult> import_all(const std::vector<std::string>& paths) {
-  std::vector<gpuutil::ImportResult> results(paths.size());
-  const size_t hw = std::max<size_t>(1, std::thread::hardware_concurrency());
-  const size_t workers = std::min(paths.size(), hw);
-  if (workers <= 1) {
-    for (size_t i = 0; i < paths.size(); ++i) results[i] = gpuutil::import_kineto_file(paths[i]);
-    return results;
-  }
-  std::atomic<size_t> next{0};
-  gpuutil::ImportOptions one_thread;
-  one_thread.threads = 1;
-  auto work = [&]() {
-    for (size_t i = next.fetch_add(1); i < paths.size(); i = next.fetch_add(1)) {
-      results[i] = gpuutil::import_kineto_file(paths[i], one_thread);
-    }
-  };
-  std::vector<std::thread> threads;
-  threads.reserve(workers - 1);
-  for (size_t t = 1; t < workers; ++t) threads.emplace_back(work);
-  work();
-  for (auto& t : threads) t.join();
-  return results;
-}
-
 std::string analyze_files(const std::vector<std::string>& paths, std::optional<double> flops_per_step,
                           const std::string& dtype, std::optional<double> peak_tflops, int indent) {
   if (paths.empty()) throw py::value_error("analyze_files: no trace paths given");
@@ -86,37 +55,16 @@ std::string analyze_files(const std::vector<std::string>& paths, std::optional<d
   options.flops_per_step = flops_per_step;
   options.dtype = dtype;
   options.peak_tflops = peak_tflops;
-
-  std::string json;
-  std::string error;
+  std::vector<gpuutil::TraceInput> inputs;
+  inputs.reserve(paths.size());
+  for (const auto& p : paths) inputs.push_back(gpuutil::TraceInput{p, nullptr});
+  gpuutil::AnalyzeTracesResult result;
   {
     py::gil_scoped_release release;
-    std::vector<gpuutil::ImportResult> results = import_all(paths);
-    for (size_t i = 0; i < results.size() && error.empty(); ++i) {
-      if (!results[i].ok) error = "cannot read " + paths[i] + ": " + results[i].error;
-    }
-    if (error.empty()) {
-      // One file is one rank. When the traces do not name distinct ranks
-      // themselves, the position on the command line does.
-      std::set<int32_t> ranks;
-      for (const auto& r : results) ranks.insert(r.store.rank);
-      if (ranks.size() != results.size()) {
-        for (size_t i = 0; i < results.size(); ++i) results[i].store.rank = static_cast<int32_t>(i);
-      }
-      std::vector<const gpuutil::EventStore*> stores;
-      stores.reserve(results.size());
-      for (const auto& r : results) stores.push_back(&r.store);
-      const gpuutil::Report report = gpuutil::analyze(stores, options);
-      json = gpuutil::report_to_json(report, indent);
-    }
+    result = gpuutil::analyze_traces(inputs, options, indent);
   }
-  if (!error.empty()) {
-    // Keep the message one line whatever the importer wrote.
-    std::replace(error.begin(), error.end(), '\n', ' ');
-    std::replace(error.begin(), error.end(), '\r', ' ');
-    throw TraceError(error);
-  }
-  return json;
+  if (!result.ok) throw TraceError(result.error);
+  return std::move(result.json);
 }
 
 py::list diagnostics_registry() {
