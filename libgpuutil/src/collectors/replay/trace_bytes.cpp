@@ -45,6 +45,20 @@ struct FileCloser {
   }
 };
 
+// Buffers of several MB are written once, front to back (gzip output, file
+// reads): with transparent huge pages in "madvise" mode (Debian's and
+// Ubuntu's default) each 2 MiB costs one page fault instead of 512. A hint
+// only: a kernel without THP, or with THP off, ignores or refuses it.
+constexpr size_t kHugePageBytes = size_t{2} << 20;
+void advise_huge_pages(void* p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+  if (bytes >= 2 * kHugePageBytes) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 // Leaves `out` holding `size` document bytes followed by zeroed padding
 // (the buffer already has room for them).
 void finish_padding(TraceBytes* out, size_t size) {
@@ -69,6 +83,7 @@ void TraceBytes::allocate(size_t bytes) {
   if (bytes == 0) return;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
+  advise_huge_pages(p, bytes);
   storage = static_cast<char*>(p);
   capacity = bytes;
   size = 0;
@@ -82,6 +97,7 @@ void TraceBytes::grow(size_t bytes, size_t keep) {
   (void)keep;  // mremap keeps everything
   void* p = mremap(storage, capacity, bytes, MREMAP_MAYMOVE);
   if (p == MAP_FAILED) throw std::bad_alloc();
+  advise_huge_pages(p, bytes);
   storage = static_cast<char*>(p);
   capacity = bytes;
 }
