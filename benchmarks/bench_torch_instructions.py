@@ -51,7 +51,7 @@ steps through the same call the interval makes (Profile._collect, which
 hands the batch to the report worker). Every setting, the baseline
 included, runs the same per-step callback.
 
-    python benchmarks/bench_torch_instructions.py [--loop small|wide|mlp|transformer] [--dist]
+    python benchmarks/bench_torch_instructions.py [--loop small|wide|mlp|transformer] [--dist | --ranks 2]
         [--settings baseline,gpuutil-off,gpuutil,gpuutil-always,torch.profiler] [--steps 100,250,400]
         [--extra-ops K] [--jobs 2]
         (also: torch-hook, only the LibTorch hook's USER_SCOPE callback, no profile)
@@ -60,6 +60,22 @@ Settings: baseline (no profiler), gpuutil (default tier, detail="sampled"),
 gpuutil-off, gpuutil-always, torch.profiler (activities=[CPU], no shapes,
 prof.step() per step: the comparison the issue names), torch-hook.
 --extra-ops K adds K tiny ops per step (bench_torch_overhead.py's ops sweep).
+
+--ranks N (N >= 2) runs a real N-rank job: N Valgrind processes per run,
+one per rank, joined by torch.distributed (gloo, a FileStore in the run's
+temporary folder), the model wrapped in DistributedDataParallel so every
+backward all-reduces the gradients through gloo. Each rank is counted and
+fitted on its own (a table per rank); the ranks wait for each other in the
+all-reduce, and what that waiting costs in instructions shows in the
+neighbouring-pair spread. A run takes N cores: use --jobs 1 on 2 cores.
+The cross-rank view's threads work by the clock, not by steps (the leader
+polls the store every 50 ms, each rank publishes every
+cluster_interval_ms); under Valgrind a step lasts 50-100x longer, so they
+would run 50-100x more often per step than natively. The parent first runs
+the job natively (both ranks, baseline loop) to learn its step time; each
+gpuutil child then times its first warmup steps under Valgrind and
+stretches those intervals by the ratio (`time scale`, printed), so each
+step sees the polls and publishes it would see natively.
 
 --mkl-isa SSE4_2 runs MKL's SSE4.2 kernels instead of its AVX2 ones. Under
 Valgrind the transformer's AVX2 GEMMs (mkl_blas_avx2_sgemm_kernel_*) take
@@ -132,9 +148,18 @@ def child(args: argparse.Namespace) -> None:
 
     if args.dist:
         b.init_dist()
+    if args.ranks > 1:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=f"file://{args.store_file}", rank=args.rank,
+                                world_size=args.ranks)
     kind, width, batch, item = b.LOOPS[args.loop]
-    run = b.make_loop(width, batch, kind, item=item, extra_ops=args.extra_ops)
+    run = b.make_loop(width, batch, kind, item=item, extra_ops=args.extra_ops, ddp=args.ranks > 1)
     run(args.pre_steps)  # the loop's own first steps (allocator, autograd caches)
+    if args.calibrate:
+        rate, _ = run(args.calibrate)
+        print(f"ms_per_step {1000.0 / rate:.6f}", flush=True)
+        return
     mark_lib.gpuutil_bench_instrument()  # counted from here: the setting's start, its first steps, ...
     done = [0]
     per_step: "list" = [None]  # the profile's batch call, or torch.profiler's step()
@@ -181,11 +206,50 @@ def child(args: argparse.Namespace) -> None:
                 prof._collect(_core.now_ns())
 
         per_step[0] = batch
-        run(args.warmup_steps, on_step)  # discovery and the sampled tier's first detail steps
+        if args.native_step_ms > 0:  # the cross-rank view's clock-driven work, per native step
+            first = args.warmup_steps // 2
+            rate, _ = run(first, on_step)
+            stretch_cluster_clock(prof, (1000.0 / rate) / args.native_step_ms)
+            run(args.warmup_steps - first, on_step)
+        else:
+            run(args.warmup_steps, on_step)  # discovery and the sampled tier's first detail steps
         mark("start")
         run(args.child_steps, on_step)
         mark("loop")
     mark("stop")
+
+
+def stretch_cluster_clock(prof, scale: float) -> None:
+    """Stretches the cross-rank view's clock-driven intervals by `scale`
+    (the leader's store poll, the follower's queue wait, the publish
+    interval), so that under Valgrind each step sees them as often as a
+    native step would."""
+    from gpuutil.torch import _cluster
+
+    _cluster._POLL_S *= scale
+    for c in prof._collectors:
+        if getattr(c, "name", "") == "cluster":
+            c._interval_ns = int(c._interval_ns * scale)
+    print(f"time scale {scale:.1f}", file=sys.stderr, flush=True)
+
+
+def calibrate(args: argparse.Namespace) -> float:
+    """The job's native milliseconds per step (baseline loop, every rank at
+    once, no Valgrind): the mean over the ranks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [subprocess.Popen(
+            [sys.executable, __file__, "--child", "--setting", "baseline", "--calibrate", "200", "--loop", args.loop,
+             "--marker", args.marker, "--extra-ops", str(args.extra_ops), "--pre-steps", str(args.pre_steps),
+             "--ranks", str(args.ranks), "--rank", str(rank), "--store-file", os.path.join(tmp, "store")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(args.ranks)]
+        per_rank = []
+        for proc in procs:
+            out, err = proc.communicate()
+            found = re.search(r"^ms_per_step (\S+)$", out, re.M)
+            if proc.returncode != 0 or not found:
+                sys.exit(f"bench_torch_instructions: the native calibration run failed:\n{err[-2000:]}")
+            per_rank.append(float(found.group(1)))
+        return sum(per_rank) / len(per_rank)
 
 
 def windows_of(tmp: str) -> "dict[str, int]":
@@ -215,34 +279,55 @@ def windows_of(tmp: str) -> "dict[str, int]":
     return found
 
 
-def instructions(setting: str, steps: int, args: argparse.Namespace) -> "dict[str, int]":
+def instructions(setting: str, steps: int, args: argparse.Namespace) -> "list[dict[str, int]]":
+    """The windows of one run, one dict per rank (one rank unless --ranks)."""
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [
-            "valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--compress-strings=no", "--separate-threads=yes",
-            f"--callgrind-out-file={tmp}/cg.%p",
-            sys.executable, __file__, "--child", "--setting", setting, "--child-steps", str(steps),
-            "--loop", args.loop, "--batch-steps", str(args.batch_steps), "--marker", args.marker,
-            "--extra-ops", str(args.extra_ops), "--warmup-steps", str(args.warmup_steps),
-            "--pre-steps", str(args.pre_steps),
-        ] + (["--dist"] if args.dist else [])
         env = dict(os.environ)
         if args.mkl_isa != "native":
             env["MKL_ENABLE_INSTRUCTIONS"] = args.mkl_isa
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        if done.returncode != 0:
-            sys.exit(f"bench_torch_instructions: {setting} ({steps} steps) failed:\n{done.stderr[-2000:]}")
-        found = windows_of(tmp)
-        missing = [w for w in WINDOWS if w not in found]
-        if missing:
-            sys.exit(f"bench_torch_instructions: {setting} ({steps} steps): no callgrind dump for {missing}:\n"
-                     f"{done.stderr[-2000:]}")
-        return found
+        procs = []
+        for rank in range(args.ranks):
+            out_dir = os.path.join(tmp, f"rank{rank}")
+            os.mkdir(out_dir)
+            cmd = [
+                "valgrind", "--tool=callgrind", "--instr-atstart=no", "--dump-line=no", "--compress-strings=no",
+                "--separate-threads=yes", f"--callgrind-out-file={out_dir}/cg.%p",
+                sys.executable, __file__, "--child", "--setting", setting, "--child-steps", str(steps),
+                "--loop", args.loop, "--batch-steps", str(args.batch_steps), "--marker", args.marker,
+                "--extra-ops", str(args.extra_ops), "--warmup-steps", str(args.warmup_steps),
+                "--pre-steps", str(args.pre_steps), "--ranks", str(args.ranks), "--rank", str(rank),
+                "--store-file", os.path.join(tmp, "store"), "--native-step-ms", str(args.native_step_ms),
+            ] + (["--dist"] if args.dist else [])
+            log = open(os.path.join(tmp, f"rank{rank}.log"), "w+")
+            procs.append((subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env), log))
+        per_rank = []
+        for rank, (proc, log) in enumerate(procs):
+            code = proc.wait()
+            log.seek(0)
+            text = log.read()
+            log.close()
+            who = f"{setting} ({steps} steps{f', rank {rank}' if args.ranks > 1 else ''})"
+            if code != 0:
+                for other, _ in procs:
+                    other.kill()
+                sys.exit(f"bench_torch_instructions: {who} failed:\n{text[-2000:]}")
+            found = windows_of(os.path.join(tmp, f"rank{rank}"))
+            missing = [w for w in WINDOWS if w not in found]
+            if missing:
+                sys.exit(f"bench_torch_instructions: {who}: no callgrind dump for {missing}:\n{text[-2000:]}")
+            scale = re.search(r"^time scale (\S+)$", text, re.M)
+            if scale:
+                found["time_scale"] = float(scale.group(1))
+            per_rank.append(found)
+        return per_rank
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--loop", default="small", choices=("small", "wide", "mlp", "transformer"))
     ap.add_argument("--dist", action="store_true", help="torch.distributed initialised (gloo, one rank)")
+    ap.add_argument("--ranks", type=int, default=1,
+                    help="N >= 2: an N-rank DistributedDataParallel job over gloo, each rank counted")
     ap.add_argument("--settings", default="baseline,gpuutil-off,gpuutil,gpuutil-always,torch.profiler")
     ap.add_argument("--steps", default="100,250,400", help="three or more step counts, comma-separated")
     ap.add_argument("--extra-ops", type=int, default=0, help="tiny ops added per step (the ops sweep)")
@@ -259,6 +344,10 @@ def main() -> int:
     ap.add_argument("--setting", help=argparse.SUPPRESS)
     ap.add_argument("--child-steps", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--marker", help=argparse.SUPPRESS)
+    ap.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--store-file", help=argparse.SUPPRESS)
+    ap.add_argument("--calibrate", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--native-step-ms", type=float, default=0.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args)
@@ -279,21 +368,41 @@ def main() -> int:
         ap.error("--warmup-steps must be >= 0")
     if args.pre_steps < 0:
         ap.error("--pre-steps must be >= 0")
+    if args.ranks < 1:
+        ap.error("--ranks must be >= 1")
+    if args.ranks > 1 and args.dist:
+        ap.error("--dist is the one-rank process group; --ranks N starts its own")
     settings = args.settings.split(",")
     unknown = [s for s in settings if s not in SETTINGS]
     if unknown:
         ap.error(f"unknown setting(s) {unknown}; choose from {', '.join(SETTINGS)}")
     runs = [(setting, steps) for setting in settings for steps in counts_of]
-    found: "dict[tuple[str, int], dict[str, int]]" = {}
+    found: "dict[tuple[str, int], list[dict[str, int]]]" = {}
     with tempfile.TemporaryDirectory() as marker_dir:
         args.marker = build_marker(marker_dir)
+        if args.ranks > 1:
+            args.native_step_ms = calibrate(args)
+            print(f"native step: {args.native_step_ms:.3f} ms (both ranks, baseline, no Valgrind)", flush=True)
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
             futures = {pool.submit(instructions, setting, steps, args): (setting, steps) for setting, steps in runs}
             for n_done, fut in enumerate(concurrent.futures.as_completed(futures), 1):
                 setting, steps = futures[fut]
-                w = found[(setting, steps)] = fut.result()
-                print(f"[{n_done}/{len(runs)}] {setting:15s} {steps:4d} steps: start {w['start']:,}, "
-                      f"loop {w['loop']:,}, stop {w['stop']:,}, other threads {w['others']:,} instructions", flush=True)
+                found[(setting, steps)] = fut.result()
+                for rank, w in enumerate(found[(setting, steps)]):
+                    who = f" rank {rank}" if args.ranks > 1 else ""
+                    scale = f" (time scale {w['time_scale']:.1f})" if "time_scale" in w else ""
+                    print(f"[{n_done}/{len(runs)}] {setting:15s} {steps:4d} steps{who}: start {w['start']:,}, "
+                          f"loop {w['loop']:,}, stop {w['stop']:,}, other threads {w['others']:,} instructions"
+                          f"{scale}", flush=True)
+    for rank in range(args.ranks):
+        report(args, settings, counts_of, {key: ranks[rank] for key, ranks in found.items()},
+               f", rank {rank} of {args.ranks}" if args.ranks > 1 else "")
+    return 0
+
+
+def report(args: argparse.Namespace, settings: "list[str]", counts_of: "list[int]",
+           found: "dict[tuple[str, int], dict[str, int]]", who: str) -> None:
+    """The fits and the table of one rank's counts."""
     fits = {}
     for setting in settings:
         runs_of = [found[(setting, n)] for n in counts_of]
@@ -305,6 +414,8 @@ def main() -> int:
             "loop+stop": fit(counts_of, [w["loop"] + w["stop"] + w["others"] for w in runs_of]),
         }
     label = f"loop {args.loop}" + (" (torch.distributed: gloo, 1 rank)" if args.dist else "")
+    if args.ranks > 1:
+        label += f" (DistributedDataParallel, gloo, {args.ranks} ranks){who}"
     label += f", {args.extra_ops} extra ops per step" if args.extra_ops else ""
     label += f", MKL_ENABLE_INSTRUCTIONS={args.mkl_isa}" if args.mkl_isa != "native" else ""
     print(f"\n{label}; instructions per step: least-squares slope over {', '.join(map(str, counts_of))} steps")
@@ -330,7 +441,6 @@ def main() -> int:
                 ours = fits[setting]["loop+stop"][0] - base["loop+stop"][0]
                 ratio = f"{tp / ours:.1f}x" if ours > 0 else "n/a (gpuutil <= baseline)"
                 print(f"torch.profiler in the loop / {setting} in the loop + stop: {ratio}")
-    return 0
 
 
 def fit(xs: "list[int]", ys: "list[int]") -> "tuple[float, float, float]":

@@ -78,12 +78,16 @@ LOOPS = {
 }
 
 
-def make_training(width: int, batch: int, model_kind: str = "mlp"):
-    """(loss_of(x, y), optimizer, loader) of one of the benchmark loops."""
+def make_training(width: int, batch: int, model_kind: str = "mlp", ddp: bool = False):
+    """(loss_of(x, y), optimizer, loader) of one of the benchmark loops; with
+    ``ddp`` the model is wrapped in DistributedDataParallel (the process
+    group must be initialised), so every backward all-reduces the gradients."""
     torch.manual_seed(0)
     if model_kind == "transformer":
         seq = 64
         model = TinyLM()
+        if ddp:
+            model = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         data = torch.utils.data.TensorDataset(
             torch.randint(0, 512, (batch * 8, seq)), torch.randint(0, 512, (batch * 8 * seq,)).view(batch * 8, seq)
@@ -96,6 +100,8 @@ def make_training(width: int, batch: int, model_kind: str = "mlp"):
             torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width), torch.nn.ReLU(),
             torch.nn.Linear(width, 10),
         )
+        if ddp:
+            model = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         data = torch.utils.data.TensorDataset(torch.randn(batch * 8, width), torch.randint(0, 10, (batch * 8,)))
 
@@ -105,8 +111,9 @@ def make_training(width: int, batch: int, model_kind: str = "mlp"):
     return loss_of, opt, torch.utils.data.DataLoader(data, batch_size=batch, num_workers=0)
 
 
-def make_loop(width: int, batch: int, model_kind: str = "mlp", item: bool = False, extra_ops: int = 0):
-    loss_of, opt, loader = make_training(width, batch, model_kind)
+def make_loop(width: int, batch: int, model_kind: str = "mlp", item: bool = False, extra_ops: int = 0,
+              ddp: bool = False):
+    loss_of, opt, loader = make_training(width, batch, model_kind, ddp=ddp)
     h = torch.zeros(1)
 
     def one_step(x: torch.Tensor, y: torch.Tensor) -> None:
