@@ -251,6 +251,70 @@ TEST(ClusterJson, RankBatchRoundTripsThroughTheAssembler) {
   EXPECT_EQ(j["cluster"]["missing_ranks"], nlohmann::json::array({0}));
 }
 
+// What rank_batch_to_json wrote when it built an nlohmann::json DOM: the
+// reference its streaming writer must still match byte for byte.
+std::string rank_batch_reference_json(const RankBatch& b) {
+  using nlohmann::json;
+  json j;
+  j["rank"] = b.rank;
+  j["host"] = b.host;
+  j["finished"] = b.finished;
+  j["clock_offset_ns"] = b.clock_offset_ns ? json(*b.clock_offset_ns) : json(nullptr);
+  j["clock_uncertainty_ns"] = b.clock_uncertainty_ns ? json(*b.clock_uncertainty_ns) : json(nullptr);
+  json steps = json::array();
+  for (const auto& s : b.steps) {
+    json cats = json::object();
+    for (const auto& [name, ns] : s.categories_ns) cats[name] = ns;
+    json coll = json::array();
+    for (const auto& c : s.collectives) coll.push_back(json::array({c.group, c.dur_ns}));
+    steps.push_back({{"step", s.step}, {"start_ns", s.start_ns}, {"wall_ns", s.wall_ns}, {"basis", s.basis},
+                     {"categories_ns", std::move(cats)}, {"collectives", std::move(coll)},
+                     {"collectives_dropped", s.collectives_dropped}, {"throttled", s.throttled}});
+  }
+  j["steps"] = std::move(steps);
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+TEST(ClusterJson, RankBatchBytesAreWhatTheDomWroteAndParseBack) {
+  RankBatch b;
+  b.rank = 3;
+  b.host = "node\x01-\xff\xfe-\"q\"";  // a control byte, invalid UTF-8, quotes
+  for (int64_t step = 0; step < 4; ++step) b.steps.push_back(host_step(step, step * kMs, 2 * kMs, -7 + step));
+  b.steps[0].categories_ns.emplace_back("dataloader", 5);  // a repeated name: the last one counts
+  b.steps[0].categories_ns.emplace_back("aaa_first", 1);
+  b.steps[1].collectives.push_back({"gloo:all_reduce \xe2\x82\xac", 42});
+  b.steps[2].throttled = true;
+  b.steps[3].collectives_dropped = 9;
+  b.steps[3].basis = "device";
+  EXPECT_EQ(rank_batch_to_json(b), rank_batch_reference_json(b));
+  b.clock_offset_ns = -5;
+  b.clock_uncertainty_ns = 6;
+  b.finished = true;
+  b.steps.clear();
+  EXPECT_EQ(rank_batch_to_json(b), rank_batch_reference_json(b));
+
+  // And the reference's bytes ingest as the batch.
+  RankBatch c;
+  c.rank = 1;
+  c.host = "h";
+  c.steps.push_back(host_step(0, 3 * kMs, kMs));
+  c.steps[0].categories_ns.emplace_back("dataloader", 2 * kMs);
+  ClusterOptions o;
+  o.world_size = 2;
+  ClusterAssembler a(o);
+  int32_t rank = -1;
+  bool finished = true;
+  ASSERT_EQ(ingest_rank_batch_json(a, rank_batch_reference_json(c), &rank, &finished), "");
+  EXPECT_EQ(rank, 1);
+  EXPECT_FALSE(finished);
+  a.advance(/*final=*/true);
+  const ClusterView v = a.view();
+  ASSERT_EQ(v.ranks.size(), 1u);
+  int64_t dataloader = 0;
+  for (const auto& [name, ns] : v.ranks[0].breakdown_ns) dataloader += name == "dataloader" ? ns : 0;
+  EXPECT_EQ(dataloader, 2 * kMs);  // the repeated name's last value, as nlohmann's DOM kept it
+}
+
 TEST(ClusterJson, MalformedBatchesAreRejectedWholeWithOneLineErrorsAndFuzzingNeverCrashes) {
   RankBatch b;
   b.rank = 0;
@@ -269,6 +333,14 @@ TEST(ClusterJson, MalformedBatchesAreRejectedWholeWithOneLineErrorsAndFuzzingNev
       "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": -5}]}",
       "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": 5, \"collectives\": [[\"g\"]]}]}",
       "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": 5, \"categories_ns\": {\"x\": -1}}]}",
+      "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": 5, \"basis\": 7}]}",
+      "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": 5, \"throttled\": 1}]}",
+      "{\"rank\": 0, \"steps\": [{\"step\": 1.5, \"start_ns\": 0, \"wall_ns\": 5}]}",
+      "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": 18446744073709551615}]}",
+      "{\"rank\": 4294967296, \"steps\": []}",
+      "{\"rank\": 0, \"host\": 3, \"steps\": []}",
+      "{\"rank\": 0, \"steps\": []} trailing",
+      "{\"rank\": 0, \"steps\": [], \"clock_offset_ns\": \"5\"}",
       // A good step, then a bad one: nothing of the batch may be added.
       "{\"rank\": 0, \"steps\": [{\"step\": 1, \"start_ns\": 0, \"wall_ns\": 5}, {\"step\": 2}]}",
   };

@@ -1,11 +1,18 @@
 // JSON of the cross-rank view (gpuutil/cluster.h; docs/report-schema.md,
 // "Cluster"): the batch of RankSteps a live rank publishes through the c10d
-// store, its parser (every field checked: a malformed batch is rejected
-// whole with a one-line error, never half-ingested), and the view's
-// summary.ranks / summary.cluster / findings.
-#include <nlohmann/json.hpp>
+// store (written with the streaming JsonWriter), its parser (simdjson's DOM;
+// every field checked: a malformed batch is rejected whole with a one-line
+// error, never half-ingested), and the view's summary.ranks /
+// summary.cluster / findings.
+#include <simdjson.h>
 
+#include <algorithm>
+#include <climits>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "export/json_writer.h"
 #include "export/report_json_parts.h"
@@ -76,48 +83,87 @@ void cluster_step_json(JsonWriter& w, const ClusterStep& s) {
   w.end_object();
 }
 
-using nlohmann::json;
+// Checked accessors over a simdjson DOM object: throw std::runtime_error
+// with the field's name. Integers are JSON integers that fit int64.
+using simdjson::dom::element;
+using simdjson::dom::object;
 
-// Checked accessors: throw std::runtime_error with the field's name.
-int64_t get_int(const json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_integer()) throw std::runtime_error(std::string("'") + key + "' must be an integer");
-  return it->get<int64_t>();
+bool find(const object& o, const char* key, element* out) {
+  return o.at_key(key).get(*out) == simdjson::SUCCESS;
 }
 
-std::optional<int64_t> get_optional_int(const json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number_integer()) throw std::runtime_error(std::string("'") + key + "' must be an integer or null");
-  return it->get<int64_t>();
+int64_t as_int(const element& e, const char* what) {
+  int64_t v = 0;
+  if (!e.is_int64() || e.get_int64().get(v) != simdjson::SUCCESS) {
+    throw std::runtime_error(std::string(what) + " must be an integer");
+  }
+  return v;
 }
 
-RankStep parse_step(const json& j) {
-  if (!j.is_object()) throw std::runtime_error("a step must be an object");
+int64_t get_int(const object& o, const char* key) {
+  element e;
+  if (!find(o, key, &e)) throw std::runtime_error(std::string("'") + key + "' must be an integer");
+  return as_int(e, (std::string("'") + key + "'").c_str());
+}
+
+std::optional<int64_t> get_optional_int(const object& o, const char* key) {
+  element e;
+  if (!find(o, key, &e) || e.is_null()) return std::nullopt;
+  if (!e.is_int64()) throw std::runtime_error(std::string("'") + key + "' must be an integer or null");
+  return as_int(e, key);
+}
+
+std::string get_string_or(const object& o, const char* key, const char* fallback) {
+  element e;
+  if (!find(o, key, &e)) return fallback;
+  std::string_view v;
+  if (e.get_string().get(v) != simdjson::SUCCESS) throw std::runtime_error(std::string("'") + key + "' must be a string");
+  return std::string(v);
+}
+
+bool get_bool_or(const object& o, const char* key, bool fallback) {
+  element e;
+  if (!find(o, key, &e)) return fallback;
+  bool v = false;
+  if (e.get_bool().get(v) != simdjson::SUCCESS) throw std::runtime_error(std::string("'") + key + "' must be true or false");
+  return v;
+}
+
+RankStep parse_step(const element& e) {
+  object j;
+  if (e.get_object().get(j) != simdjson::SUCCESS) throw std::runtime_error("a step must be an object");
   RankStep s;
   s.step = get_int(j, "step");
   s.start_ns = get_int(j, "start_ns");
   s.wall_ns = get_int(j, "wall_ns");
   if (s.wall_ns < 0) throw std::runtime_error("'wall_ns' must be >= 0");
-  s.basis = j.value("basis", "");
-  if (const auto it = j.find("categories_ns"); it != j.end()) {
-    if (!it->is_object()) throw std::runtime_error("'categories_ns' must be an object");
-    for (const auto& [name, v] : it->items()) {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0) throw std::runtime_error("category values must be integers >= 0");
-      s.categories_ns.emplace_back(name, v.get<int64_t>());
+  s.basis = get_string_or(j, "basis", "");
+  element field;
+  if (find(j, "categories_ns", &field)) {
+    object cats;
+    if (field.get_object().get(cats) != simdjson::SUCCESS) throw std::runtime_error("'categories_ns' must be an object");
+    for (const auto [name, v] : cats) {
+      if (!v.is_int64() || as_int(v, "a category value") < 0) {
+        throw std::runtime_error("category values must be integers >= 0");
+      }
+      s.categories_ns.emplace_back(std::string(name), as_int(v, "a category value"));
     }
   }
-  if (const auto it = j.find("collectives"); it != j.end()) {
-    if (!it->is_array()) throw std::runtime_error("'collectives' must be an array");
-    for (const auto& c : *it) {
-      if (!c.is_array() || c.size() != 2 || !c[0].is_string() || !c[1].is_number_integer()) {
+  if (find(j, "collectives", &field)) {
+    simdjson::dom::array list;
+    if (field.get_array().get(list) != simdjson::SUCCESS) throw std::runtime_error("'collectives' must be an array");
+    for (const element c : list) {
+      simdjson::dom::array pair;
+      std::string_view group;
+      if (c.get_array().get(pair) != simdjson::SUCCESS || pair.size() != 2 ||
+          pair.at(0).get_string().get(group) != simdjson::SUCCESS || !pair.at(1).is_int64()) {
         throw std::runtime_error("a collective must be [group, dur_ns]");
       }
-      s.collectives.push_back({c[0].get<std::string>(), c[1].get<int64_t>()});
+      s.collectives.push_back({std::string(group), as_int(pair.at(1).value_unsafe(), "dur_ns")});
     }
   }
   s.collectives_dropped = static_cast<uint64_t>(get_optional_int(j, "collectives_dropped").value_or(0));
-  s.throttled = j.value("throttled", false);
+  s.throttled = get_bool_or(j, "throttled", false);
   return s;
 }
 
@@ -160,46 +206,80 @@ std::string cluster_view_to_json(const ClusterView& view, int indent) {
   return out;
 }
 
+// Keys in sorted order and categories sorted by name, the last of a
+// repeated name kept: the bytes nlohmann::json's dump gave when this built
+// a DOM (tests/cpp/test_cluster.cpp compares), at a fraction of the cost on
+// the training thread.
 std::string rank_batch_to_json(const RankBatch& b) {
-  json j;
-  j["rank"] = b.rank;
-  j["host"] = b.host;
-  j["finished"] = b.finished;
-  j["clock_offset_ns"] = b.clock_offset_ns ? json(*b.clock_offset_ns) : json(nullptr);
-  j["clock_uncertainty_ns"] = b.clock_uncertainty_ns ? json(*b.clock_uncertainty_ns) : json(nullptr);
-  json steps = json::array();
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object();
+  optional_member(w, "clock_offset_ns", b.clock_offset_ns);
+  optional_member(w, "clock_uncertainty_ns", b.clock_uncertainty_ns);
+  w.member("finished", b.finished);
+  w.member("host", b.host);
+  w.member("rank", b.rank);
+  w.key("steps");
+  w.begin_array();
+  std::vector<const std::pair<std::string, int64_t>*> cats;
   for (const auto& s : b.steps) {
-    json cats = json::object();
-    for (const auto& [name, ns] : s.categories_ns) cats[name] = ns;
-    json coll = json::array();
-    for (const auto& c : s.collectives) coll.push_back(json::array({c.group, c.dur_ns}));
-    steps.push_back({{"step", s.step},
-                     {"start_ns", s.start_ns},
-                     {"wall_ns", s.wall_ns},
-                     {"basis", s.basis},
-                     {"categories_ns", std::move(cats)},
-                     {"collectives", std::move(coll)},
-                     {"collectives_dropped", s.collectives_dropped},
-                     {"throttled", s.throttled}});
+    w.begin_object();
+    w.member("basis", s.basis);
+    w.key("categories_ns");
+    w.begin_object();
+    cats.clear();
+    for (const auto& c : s.categories_ns) cats.push_back(&c);
+    // Stable: among equal names the last one given ends up last.
+    std::stable_sort(cats.begin(), cats.end(), [](const auto* x, const auto* y) { return x->first < y->first; });
+    for (size_t i = 0; i < cats.size(); ++i) {
+      if (i + 1 < cats.size() && cats[i + 1]->first == cats[i]->first) continue;
+      w.member(cats[i]->first, cats[i]->second);
+    }
+    w.end_object();
+    w.key("collectives");
+    w.begin_array();
+    for (const auto& c : s.collectives) {
+      w.begin_array();
+      w.value(c.group);
+      w.value(c.dur_ns);
+      w.end_array();
+    }
+    w.end_array();
+    w.member("collectives_dropped", s.collectives_dropped);
+    w.member("start_ns", s.start_ns);
+    w.member("step", s.step);
+    w.member("throttled", s.throttled);
+    w.member("wall_ns", s.wall_ns);
+    w.end_object();
   }
-  j["steps"] = std::move(steps);
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  w.end_array();
+  w.end_object();
+  w.finish();
+  return out;
 }
 
 std::string ingest_rank_batch_json(ClusterAssembler& assembler, const std::string& text, int32_t* rank,
                                    bool* finished) {
   try {
-    const json j = json::parse(text);
-    if (!j.is_object()) return "a rank batch must be a JSON object";
+    simdjson::dom::parser parser;
+    element root;
+    if (const auto e = parser.parse(text).get(root)) return std::string("bad rank batch: ") + simdjson::error_message(e);
+    object j;
+    if (root.get_object().get(j) != simdjson::SUCCESS) return "a rank batch must be a JSON object";
     RankBatch b;
-    b.rank = static_cast<int32_t>(get_int(j, "rank"));
-    b.host = j.value("host", "");
-    b.finished = j.value("finished", false);
+    const int64_t rank_value = get_int(j, "rank");
+    if (rank_value < INT32_MIN || rank_value > INT32_MAX) throw std::runtime_error("'rank' is out of range");
+    b.rank = static_cast<int32_t>(rank_value);
+    b.host = get_string_or(j, "host", "");
+    b.finished = get_bool_or(j, "finished", false);
     b.clock_offset_ns = get_optional_int(j, "clock_offset_ns");
     b.clock_uncertainty_ns = get_optional_int(j, "clock_uncertainty_ns");
-    const auto it = j.find("steps");
-    if (it == j.end() || !it->is_array()) return "'steps' must be an array";
-    for (const auto& s : *it) b.steps.push_back(parse_step(s));
+    element steps_element;
+    simdjson::dom::array steps;
+    if (!find(j, "steps", &steps_element) || steps_element.get_array().get(steps) != simdjson::SUCCESS) {
+      return "'steps' must be an array";
+    }
+    for (const element s : steps) b.steps.push_back(parse_step(s));
     // Parsed whole: now apply.
     if (!b.host.empty()) assembler.set_host(b.rank, b.host);
     if (b.clock_offset_ns) assembler.set_clock_offset(b.rank, *b.clock_offset_ns, b.clock_uncertainty_ns.value_or(0));
