@@ -68,6 +68,65 @@ TEST(CuptiBufferPool, ConcurrentAcquireCompleteNeverLosesOrDuplicatesABuffer) {
   EXPECT_EQ(pool.acquire(0), nullptr);   // and there are no extras
 }
 
+TEST(CuptiBufferPool, AnEmptyFreeRingHandsOutNeverUsedReservedBuffersUntilMaxCount) {
+  // The drain thread never runs here: the requesting thread itself draws
+  // from the reservation, and only the (max_count + 1)th request starves.
+  BufferPool pool(2, 4096, 5);
+  ASSERT_TRUE(pool.ok());
+  std::set<uint8_t*> got;
+  for (int i = 0; i < 5; ++i) {
+    uint8_t* b = pool.acquire(0);
+    ASSERT_NE(b, nullptr) << i;
+    std::memset(b, i, 4096);  // the whole buffer is usable
+    got.insert(b);
+  }
+  EXPECT_EQ(got.size(), 5u);
+  EXPECT_EQ(pool.count(), 5u);
+  EXPECT_EQ(pool.outstanding(), 5u);
+  EXPECT_EQ(pool.acquire(0), nullptr);
+  EXPECT_EQ(pool.grow(8), 0u);  // nothing left to add
+  for (uint8_t* b : got) ASSERT_TRUE(pool.complete(b, 8));
+  uint8_t* b;
+  size_t valid;
+  while (pool.take_completed(b, valid)) pool.release(b);
+  EXPECT_EQ(pool.free_count(), 5u);
+}
+
+TEST(CuptiBufferPool, ReservedClaimsRacingTheDrainThreadsGrowNeverHandOutABufferTwice) {
+  for (int round = 0; round < 20; ++round) {
+    BufferPool pool(1, 256, 200);
+    std::atomic<bool> go{false};
+    std::vector<std::vector<uint8_t*>> held(3);
+    std::vector<std::thread> producers;
+    for (int t = 0; t < 3; ++t) {
+      producers.emplace_back([&, t] {
+        while (!go.load()) std::this_thread::yield();
+        while (uint8_t* b = pool.acquire(0)) held[t].push_back(b);  // never given back
+      });
+    }
+    std::thread drain([&] {
+      while (!go.load()) std::this_thread::yield();
+      while (pool.grow(3) > 0) {
+      }
+    });
+    go = true;
+    for (auto& t : producers) t.join();
+    drain.join();
+    uint8_t* b;
+    while ((b = pool.acquire(0)) != nullptr) held[0].push_back(b);  // whatever grow freed last
+    std::set<uint8_t*> all;
+    size_t n = 0;
+    for (const auto& v : held) {
+      n += v.size();
+      all.insert(v.begin(), v.end());
+    }
+    ASSERT_EQ(n, 200u) << "round " << round;
+    ASSERT_EQ(all.size(), 200u) << "round " << round;  // no buffer twice
+    EXPECT_EQ(pool.count(), 200u);
+    EXPECT_EQ(pool.outstanding(), 200u);
+  }
+}
+
 TEST(CuptiBufferPool, ForeignAndMisalignedBuffersAreRejected) {
   BufferPool pool(2, 1024);
   uint8_t local[64];

@@ -140,6 +140,7 @@ TEST(CuptiScenario, DropsForcedByBufferStarvationAreCountedAndReported) {
   Session session(SessionOptions{});
   LiveOptions o = small_pool();
   o.cupti_buffer_count = 2;  // the pool can serve only two
+  o.cupti_max_buffer_count = 2;
   LiveCollector live(session, o);
   ASSERT_EQ(live.start(), "");
   session.begin_step(0, session_now_ns());

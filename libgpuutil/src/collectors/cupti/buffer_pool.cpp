@@ -81,10 +81,15 @@ BufferPool::BufferPool(size_t count, size_t buffer_bytes, size_t max_count)
 }
 
 size_t BufferPool::grow(size_t n) {
-  const size_t have = count_.load(std::memory_order_relaxed);
-  const size_t add = std::min(n, max_count_ - have);
+  // Claims [have, have + add) against acquire()'s one-buffer claims, then
+  // frees them; a claimed index is never pushed twice.
+  size_t have = count_.load(std::memory_order_acquire);
+  size_t add;
+  do {
+    add = std::min(n, max_count_ - have);
+    if (add == 0) return 0;
+  } while (!count_.compare_exchange_weak(have, have + add, std::memory_order_acq_rel));
   for (size_t i = have; i < have + add; ++i) free_.push(i);
-  count_.store(have + add, std::memory_order_release);
   return add;
 }
 
@@ -101,7 +106,17 @@ int64_t BufferPool::index_of(const uint8_t* buffer) const {
 
 uint8_t* BufferPool::acquire(int64_t now_ns) {
   uint64_t i;
-  if (!free_.pop(i)) return nullptr;
+  if (!free_.pop(i)) {
+    // The drain thread has not freed or added buffers in time (it may be
+    // descheduled): claim a never-used buffer of the reservation here. One
+    // compare-and-swap; the memory is already mapped (MAP_NORESERVE), so
+    // nothing is allocated or mapped on the callback.
+    size_t have = count_.load(std::memory_order_acquire);
+    do {
+      if (have >= max_count_) return nullptr;
+    } while (!count_.compare_exchange_weak(have, have + 1, std::memory_order_acq_rel));
+    i = have;
+  }
   held_since_ns_[i].store(now_ns, std::memory_order_release);
   outstanding_.fetch_add(1, std::memory_order_acq_rel);
   return base_ + i * buffer_bytes_;

@@ -5,7 +5,10 @@
 // memory); `count` of them are free at first, and the drain thread adds more
 // with grow() when CUPTI holds many at once (a GPU running behind the host
 // keeps buffers with unfinished records). CUPTI's buffer-requested callback
-// pops a free buffer (never allocates, never maps) and the
+// pops a free buffer, or, when none is free (the drain thread descheduled
+// under load), claims a never-used one of the reservation with one
+// compare-and-swap; it never allocates, never maps, and finds no buffer only
+// once all max_count are out. The
 // buffer-completed callback pushes (buffer, valid bytes) onto the completed
 // queue (never decodes). Both queues are bounded lock-free MPMC rings
 // (Vyukov) with twice as many cells as buffers; every buffer is in exactly
@@ -59,12 +62,13 @@ class BufferPool {
   size_t count() const { return count_.load(std::memory_order_acquire); }  // buffers in use so far
   size_t max_count() const { return max_count_; }
   // Drain thread: adds up to n more buffers (bounded by max_count); returns
-  // how many were added.
+  // how many were added. Safe against concurrent acquire() claims.
   size_t grow(size_t n);
   // Buffers free now (approximate while callbacks run).
   size_t free_count() const { return count() - outstanding(); }
 
-  // Hot path (CUPTI callbacks): a free buffer, or nullptr when starved.
+  // Hot path (CUPTI callbacks): a free buffer, else a never-used one of the
+  // reservation (count() grows by one), or nullptr when all max_count are out.
   // now_ns (session clock) is remembered until the buffer comes back.
   uint8_t* acquire(int64_t now_ns);
   // Hot path: hands a filled buffer to the drain thread. Returns false when
