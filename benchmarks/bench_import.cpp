@@ -1,9 +1,10 @@
 // Trace import speed and peak memory on a real trace file.
 //
 // Times gpuutil::import_kineto_file() (gzip + JSON parse + mapping into the
-// event model) and gpuutil::analyze() on the result, repeated, and prints
-// the median of each (wall and process CPU time), events per CPU-second and
-// the process's peak RSS.
+// event model), gpuutil::analyze() on the result and report_to_json() of the
+// report (the three parts of `gpuutil-analyze`), repeated, and prints the
+// median of each (wall and process CPU time), events per CPU-second and the
+// process's peak RSS.
 // Usage: bench_import TRACE [repeats (default 5)] [parse threads (default 0 =
 // automatic; 1 = the one-thread pass, for comparison)]
 // GPUUTIL_BENCH_NO_STREAM=1 reads every document whole (the pass before
@@ -21,6 +22,7 @@
 
 #include "gpuutil/analysis.h"
 #include "gpuutil/kineto_import.h"
+#include "gpuutil/report_json.h"
 
 using namespace gpuutil;
 
@@ -51,7 +53,8 @@ int main(int argc, char** argv) {
   if (const char* window = std::getenv("GPUUTIL_BENCH_WINDOW_MB")) {
     options.stream_window_bytes = static_cast<size_t>(std::atof(window) * 1048576.0);
   }
-  std::vector<double> import_s, analyze_s, import_cpu_s, analyze_cpu_s;
+  std::vector<double> import_s, analyze_s, import_cpu_s, analyze_cpu_s, json_s;
+  size_t json_bytes = 0;
   size_t events = 0;
   for (int i = 0; i < repeats; ++i) {
     const double c0 = process_cpu_s();
@@ -65,6 +68,8 @@ int main(int argc, char** argv) {
     }
     const Report r = analyze(imp.store);
     const auto t2 = std::chrono::steady_clock::now();
+    json_bytes = report_to_json(r, -1).size();
+    json_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count());
     import_cpu_s.push_back(c1 - c0);
     analyze_cpu_s.push_back(process_cpu_s() - c1);
     import_s.push_back(std::chrono::duration<double>(t1 - t0).count());
@@ -72,18 +77,19 @@ int main(int argc, char** argv) {
     events = imp.store.activities.size() + imp.store.api_calls.size() + imp.store.ranges.size();
     if (r.steps.empty()) return 1;
   }
-  for (auto* v : {&import_s, &analyze_s, &import_cpu_s, &analyze_cpu_s}) std::sort(v->begin(), v->end());
+  for (auto* v : {&import_s, &analyze_s, &import_cpu_s, &analyze_cpu_s, &json_s}) std::sort(v->begin(), v->end());
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   const double mb = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
   std::printf("trace              %s (%.1f MB on disk)\n", path.c_str(), mb);
   std::printf("events kept        %zu\n", events);
-  std::printf("import median      %.3f s (min %.3f, max %.3f, %d runs)\n", import_s[import_s.size() / 2],
-              import_s.front(), import_s.back(), repeats);
+  std::printf("import median      %.2f ms (min %.2f, max %.2f, %d runs)\n", 1e3 * import_s[import_s.size() / 2],
+              1e3 * import_s.front(), 1e3 * import_s.back(), repeats);
   const double import_cpu = import_cpu_s[import_cpu_s.size() / 2];
   const double analyze_cpu = analyze_cpu_s[analyze_cpu_s.size() / 2];
-  std::printf("import CPU median  %.3f s (user + system, every thread)\n", import_cpu);
-  std::printf("analyze median     %.3f s (CPU %.3f s)\n", analyze_s[analyze_s.size() / 2], analyze_cpu);
+  std::printf("import CPU median  %.2f ms (user + system, every thread)\n", 1e3 * import_cpu);
+  std::printf("analyze median     %.2f ms (CPU %.2f ms)\n", 1e3 * analyze_s[analyze_s.size() / 2], 1e3 * analyze_cpu);
+  std::printf("report JSON median %.3f ms (%zu bytes)\n", 1e3 * json_s[json_s.size() / 2], json_bytes);
   std::printf("events per CPU-s   %.3f M (import), %.3f M (import + analyze)\n",
               static_cast<double>(events) / import_cpu / 1e6,
               static_cast<double>(events) / (import_cpu + analyze_cpu) / 1e6);

@@ -2,6 +2,9 @@
 // categories, step numbers, CUDA/HIP API kinds and communication kernels.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <string>
+
 #include "gpuutil/range_classify.h"
 
 namespace gpuutil {
@@ -176,6 +179,46 @@ TEST(CommunicationKernel, NcclAndRccl) {
   EXPECT_TRUE(is_communication_kernel("rcclKernel_AllReduce"));
   EXPECT_TRUE(is_communication_kernel("void RCCL_generic_kernel"));
   EXPECT_TRUE(is_communication_kernel("mscclKernel_Sum_float"));
+}
+
+TEST(CommunicationKernel, OnePassScanAgreesWithASearchPerNeedleOnRandomNames) {
+  // The reference is the rule as stated: each needle searched on its own.
+  auto lower = [](std::string s) {
+    for (char& c : s) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    return s;
+  };
+  auto reference = [&](const std::string& name) {
+    const std::string l = lower(name);
+    for (const char* n : {"nccl", "rccl", "msccl", "nvshmem"}) {
+      if (l.find(n) != std::string::npos) return true;
+    }
+    return name.find("c10d::") != std::string::npos;
+  };
+  // Names built from needle fragments, near-misses and case flips, so that
+  // both answers come up often.
+  const char* parts[] = {"nccl", "NcCl", "ncc", "rccl", "RCC", "msccl", "mscc", "MSCCL", "nvshmem", "nvshme",
+                         "NVSHMEM", "c10d::", "C10D::", "c10d:", "n", "m", "r", "c", "ms", "nv", "_", "::", "void ",
+                         "at::native::", "<4>", "kernel", "ncclnccl"};
+  uint64_t seed = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    seed ^= seed << 13;
+    seed ^= seed >> 7;
+    seed ^= seed << 17;
+    return seed;
+  };
+  int positives = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string name;
+    const int n = static_cast<int>(next() % 6);
+    for (int k = 0; k < n; ++k) name += parts[next() % (sizeof(parts) / sizeof(parts[0]))];
+    ASSERT_EQ(is_communication_kernel(name), reference(name)) << name;
+    positives += reference(name) ? 1 : 0;
+  }
+  EXPECT_GT(positives, 2000);
+  EXPECT_LT(positives, 18000);
+  EXPECT_TRUE(is_communication_kernel("xx c10d::allreduce_"));
+  EXPECT_FALSE(is_communication_kernel("xx C10D::allreduce_"));  // written as PyTorch writes it, case kept
+  EXPECT_FALSE(is_communication_kernel("nvshme"));              // a needle cut short at the end
 }
 
 TEST(CommunicationKernel, ComputeKernelsAreNot) {

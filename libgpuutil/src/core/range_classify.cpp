@@ -29,18 +29,6 @@ bool contains(std::string_view s, std::string_view needle) { return s.find(needl
 
 char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
-// Case-insensitive ASCII substring search; `needle` must be lower case.
-bool contains_ci(std::string_view s, std::string_view needle) {
-  if (needle.empty()) return true;
-  if (s.size() < needle.size()) return false;
-  for (size_t i = 0; i + needle.size() <= s.size(); ++i) {
-    size_t j = 0;
-    while (j < needle.size() && ascii_lower(s[i + j]) == needle[j]) ++j;
-    if (j == needle.size()) return true;
-  }
-  return false;
-}
-
 // Parses a non-negative decimal integer that makes up all of `digits`.
 int64_t parse_non_negative(std::string_view digits) {
   if (digits.empty() || digits.size() > 18) return -1;  // 18 digits always fit int64
@@ -201,8 +189,26 @@ ApiRole api_role(std::string_view name) {
 }
 
 bool is_communication_kernel(std::string_view name) {
-  return contains_ci(name, "nccl") || contains_ci(name, "rccl") || contains_ci(name, "msccl") ||
-         contains_ci(name, "nvshmem") || contains(name, "c10d::");
+  // Any of "nccl", "rccl", "msccl", "nvshmem" in any case, or "c10d::" as
+  // written. One pass: only a position whose letter can start a needle is
+  // compared (templated kernel names run to kilobytes, and a trace has
+  // hundreds of distinct ones).
+  static constexpr std::array<std::string_view, 4> kFolded = {"nccl", "rccl", "msccl", "nvshmem"};
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = ascii_lower(name[i]);
+    if (c == 'c') {
+      if (name.compare(i, 6, "c10d::") == 0) return true;
+      continue;
+    }
+    if (c != 'n' && c != 'r' && c != 'm') continue;
+    for (std::string_view needle : kFolded) {
+      if (needle[0] != c || name.size() - i < needle.size()) continue;
+      size_t j = 1;
+      while (j < needle.size() && ascii_lower(name[i + j]) == needle[j]) ++j;
+      if (j == needle.size()) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace gpuutil
