@@ -1,13 +1,20 @@
 // NVTX host ranges in-process: libgpuutil_nvtx.so injected through
 // NVTX_INJECTION64_PATH (set before this binary's first NVTX call), drained
 // into the session, on the same clock and thread as CUPTI's API records
-// (fake CUPTI), so a planted NVTX dataloader range is attributed.
+// (fake CUPTI), so a planted NVTX dataloader range is attributed; and the
+// per-thread queue of nvtx_abi.h with the test as its consumer.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <thread>
 
+#include "collectors/nvtx/nvtx_abi.h"
 #include "fake_cupti_client.h"
 #include "gpuutil/clock.h"
 #include "gpuutil/profiler.h"
@@ -64,9 +71,9 @@ TEST(NvtxInjection, PushPopRangesReachTheSessionWithCategoriesAndDomains) {
 }
 
 // After idling, the drain thread polls rarely (backed off to 25 ms), yet a
-// burst that fits a ring loses nothing, a sustained stream that would
-// overflow a ring between slow polls is caught by the poll speeding up
-// again, and stop() does not wait for the sleeping thread.
+// burst loses nothing, a sustained stream that builds a backlog of
+// segments between slow polls is caught by the poll speeding up again, and
+// stop() does not wait for the sleeping thread.
 TEST(NvtxInjection, IdleDrainBacksOffWithoutLosingBurstsAndStopsPromptly) {
   ASSERT_TRUE(kInjected);
   Session s(SessionOptions{});
@@ -75,7 +82,7 @@ TEST(NvtxInjection, IdleDrainBacksOffWithoutLosingBurstsAndStopsPromptly) {
   ASSERT_EQ(live.nvtx_off(), "");
   s.begin_step(0, session_now_ns());
   std::this_thread::sleep_for(std::chrono::milliseconds(400));  // poll backs off to its maximum
-  for (int i = 0; i < 3000; ++i) {  // a burst well within one ring
+  for (int i = 0; i < 3000; ++i) {  // a burst within two segments
     nvtxRangePushA("burst");
     nvtxRangePop();
   }
@@ -220,7 +227,7 @@ TEST(NvtxInjection, ForeignInjectionLibraryDegradesAndSaysSo) {
 namespace gpuutil {
 namespace {
 
-TEST(NvtxInjection, ASecondCollectorIsRefusedWhileOneDrainsTheRings) {
+TEST(NvtxInjection, ASecondCollectorIsRefusedWhileOneDrainsTheQueues) {
   Session s1(SessionOptions{}), s2(SessionOptions{});
   LiveCollector a(s1, nvtx_only()), b(s2, nvtx_only());
   a.start();
@@ -235,3 +242,136 @@ TEST(NvtxInjection, ASecondCollectorIsRefusedWhileOneDrainsTheRings) {
 
 }  // namespace
 }  // namespace gpuutil
+
+// The per-thread queue itself (nvtx_abi.h), driven through real NVTX calls
+// into the injected library, with the test as the queue's consumer.
+namespace gpuutil::nvtx {
+namespace {
+
+const Abi& injected_abi() {
+  nvtxRangePushA("init");  // NVTX loads the injection library on its first call
+  nvtxRangePop();
+  void* h = dlopen(GPUUTIL_NVTX_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(h, nullptr) << "NVTX did not load " << GPUUTIL_NVTX_LIBRARY;
+  auto get = reinterpret_cast<const Abi* (*)()>(dlsym(h, "gpuutil_nvtx_abi"));
+  const Abi* abi = get ? get() : nullptr;
+  EXPECT_TRUE(abi && abi->version == kAbiVersion && abi->slab && abi->segments == kSegments);
+  return *abi;
+}
+
+// The calling thread's ring (claimed by its first recorded call).
+Ring& ring_of_this_thread(const Abi& abi) {
+  const uint32_t n = abi.rings_claimed->load();
+  for (uint32_t i = 0; i < n; ++i) {
+    if (abi.rings[i].tid == static_cast<uint32_t>(pthread_self())) return abi.rings[i];
+  }
+  ADD_FAILURE() << "no ring for this thread";
+  return abi.rings[0];
+}
+
+void name_of(uint64_t i, char* out) { std::snprintf(out, 32, "r%llu", static_cast<unsigned long long>(i)); }
+
+TEST(NvtxQueue, WithNoConsumerAThreadBuffersFourTimesTheOldRingAndReadsBackInOrderGivingEverySegmentBack) {
+  ASSERT_TRUE(kInjected);
+  const Abi& abi = injected_abi();
+  ASSERT_FALSE(HasFailure());
+  // No collector runs: recording is switched on by hand, nobody drains.
+  abi.recording->store(1);
+  nvtxRangePushA("claim");
+  nvtxRangePop();
+  Ring& r = ring_of_this_thread(abi);
+  consume_to(abi, r, r.head.load(std::memory_order_acquire));
+  const uint32_t free_before = abi.free_segments();
+  const uint64_t dropped_before = r.dropped.load();
+  const uint64_t pairs = 600'000;  // 1.2M entries; the fixed ring before held 262,144
+  char name[32];
+  for (uint64_t i = 0; i < pairs; ++i) {
+    name_of(i, name);
+    nvtxRangePushA(name);
+    nvtxRangePop();
+  }
+  abi.recording->store(0);
+  const uint64_t head = r.head.load(std::memory_order_acquire);
+  const uint64_t tail = r.tail.load();
+  ASSERT_EQ(head - tail, 2 * pairs);
+  EXPECT_EQ(r.dropped.load(), dropped_before);
+  EXPECT_LE(abi.free_segments() + 2 * pairs / kSegmentEntries, free_before);
+  uint64_t wrong = 0, backwards = 0, prev_ticks = 0;
+  for (uint64_t k = 0; k < 2 * pairs; ++k) {
+    const Entry& e = consume_entry(abi, r, tail + k);
+    if (k % 2 == 0) {
+      name_of(k / 2, name);
+      wrong += (e.type != kPush || std::strcmp(e.name, name) != 0) ? 1 : 0;
+    } else {
+      wrong += e.type != kPop ? 1 : 0;
+    }
+    backwards += e.ticks < prev_ticks ? 1 : 0;
+    prev_ticks = e.ticks;
+  }
+  r.tail.store(head, std::memory_order_release);
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(backwards, 0u);
+  // Every segment read is back on the free stack but the one the thread writes into.
+  EXPECT_GE(abi.free_segments() + 1, free_before);
+}
+
+TEST(NvtxQueue, AConsumerPausingAtRandomReadsEveryEntryOfARunningProducerInOrder) {
+  ASSERT_TRUE(kInjected);
+  const Abi& abi = injected_abi();
+  ASSERT_FALSE(HasFailure());
+  abi.recording->store(1);
+  const uint64_t pairs = 1'000'000;
+  std::atomic<Ring*> ring{nullptr};
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    nvtxRangePushA("claim");
+    nvtxRangePop();
+    Ring& r = ring_of_this_thread(abi);
+    ring.store(&r);
+    while (r.tail.load() != r.head.load()) std::this_thread::yield();  // the consumer skipped "claim"
+    char name[32];
+    for (uint64_t i = 0; i < pairs; ++i) {
+      name_of(i, name);
+      nvtxRangePushA(name);
+      nvtxRangePop();
+    }
+    done.store(true);
+  });
+  while (!ring.load()) std::this_thread::yield();
+  Ring& r = *ring.load();
+  consume_to(abi, r, 2);  // the "claim" pair
+  const uint64_t first = 2;
+  uint64_t tail = first, wrong = 0, pauses = 0;
+  uint64_t seed = 12345;
+  char name[32];
+  while (tail < first + 2 * pairs) {
+    const uint64_t head = r.head.load(std::memory_order_acquire);
+    for (; tail < head; ++tail) {
+      const Entry& e = consume_entry(abi, r, tail);
+      const uint64_t k = tail - first;
+      if (k % 2 == 0) {
+        name_of(k / 2, name);
+        wrong += (e.type != kPush || std::strcmp(e.name, name) != 0) ? 1 : 0;
+      } else {
+        wrong += e.type != kPop ? 1 : 0;
+      }
+      r.tail.store(tail + 1, std::memory_order_release);
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      if ((seed >> 40) % 50'000 == 0) {  // now and then the consumer is held off
+        ++pauses;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    if (done.load() && tail == r.head.load()) break;
+  }
+  producer.join();
+  abi.recording->store(0);
+  EXPECT_EQ(tail, first + 2 * pairs);
+  EXPECT_EQ(r.dropped.load(), 0u);
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_GT(pauses, 0u);
+  EXPECT_GE(abi.free_segments() + 2, static_cast<uint32_t>(kSegments) - abi.rings_claimed->load());
+}
+
+}  // namespace
+}  // namespace gpuutil::nvtx

@@ -49,12 +49,12 @@ const char* to_string(Severity s);
   X(reports_dropped, kWarning, "step reports finished in the background were dropped before the application took them (it took none for 65,536 reports)") \
   X(gpu_collection_off, kWarning, "GPU activity is not collected in this session (see example: why)") \
   X(cupti_records_dropped, kWarning, "CUPTI dropped activity records (cuptiActivityGetNumDroppedRecords): device time is undercounted") \
-  X(cupti_buffer_starved, kWarning, "CUPTI asked for an activity buffer while gpuutil's pool was empty; that buffer's records were lost (raise the pool size)") \
+  X(cupti_buffer_starved, kWarning, "CUPTI asked for an activity buffer while all of gpuutil's pool, reservation included (C++ `LiveOptions::cupti_max_buffer_count`, 512), was out; that buffer's records were lost (raise it)") \
   X(cupti_buffer_invalid, kWarning, "CUPTI returned a NULL, foreign or over-long activity buffer, or a buffer that could not be parsed; skipped") \
   X(cupti_record_unknown_kind, kInfo, "a CUPTI activity record of a kind gpuutil does not decode; ignored") \
   X(cupti_timestamp_invalid, kWarning, "a CUPTI record had a zero or reversed timestamp; skipped") \
   X(nvtx_collection_off, kInfo, "NVTX ranges are not collected in this session (see example: why)") \
-  X(nvtx_records_dropped, kWarning, "a thread's NVTX ring was full; ranges were lost (the drain thread fell behind)") \
+  X(nvtx_records_dropped, kWarning, "every segment of the NVTX queues' slab (2M push/pop pairs across all threads) was in use, or more than 256 threads recorded; ranges were lost (the drain thread fell far behind)") \
   X(torch_hook_fallback, kInfo, "the LibTorch RecordFunction hook is not loaded; PyTorch ranges come from Python-level hooks (see example: why)") \
   X(torch_ranges_dropped, kWarning, "a thread's RecordFunction ring was full between two drains; PyTorch ranges were lost") \
   X(flops_measured_step, kInfo, "one step ran under torch FlopCounterMode to measure FLOPs per step (flops_per_step=\"measure\"); its timing is inflated (see example: which step)") \

@@ -83,7 +83,7 @@ class LiveCollector {
   // the session then carries the nvtx_collection_off diagnostic).
   std::string nvtx_off() const;
   bool running() const;
-  // A step boundary at t_ns (control thread): drains NVTX rings, asks the
+  // A step boundary at t_ns (control thread): drains NVTX queues, asks the
   // CUPTI drain thread to flush until device data is complete up to t_ns.
   // Returns at once the session time up to which device data is complete
   // now (t_ns when CUPTI is off or suspended): every launch that began

@@ -2,16 +2,21 @@
 // by NVTX itself through NVTX_INJECTION64_PATH) and gpuutil's NVTX collector
 // (in the core, which dlopens the same file and calls gpuutil_nvtx_abi()).
 //
-// Per application thread there is one single-producer/single-consumer ring
-// of fixed 64-byte entries, claimed from a preallocated slab on the thread's
-// first NVTX call (no allocation on the application thread; the slab is one
-// mmap made when the library initialises, MAP_NORESERVE: pages are committed
-// only as a ring's entries are first written, so a ring costs memory only up
-// to the deepest backlog it ever held, at most ring_entries x 64 bytes). The
-// producer is the application thread inside an NVTX call; the consumer is
-// the collector's drain thread. A producer whose push makes its ring half
-// full wakes the drain thread (one futex wake, only at that crossing), so a
-// burst is drained while it lands instead of at the next poll.
+// Per application thread there is one single-producer/single-consumer queue
+// of fixed 64-byte entries, claimed on the thread's first NVTX call. A queue
+// is a chain of segments (kSegmentEntries entries each) drawn from one
+// shared slab: the slab is one mmap made when the library initialises
+// (MAP_NORESERVE, committed as pages are first written), and free segments
+// sit on a lock-free LIFO stack, so the warm ones are reused and the memory
+// touched is the deepest backlog ever held, plus a segment per recording
+// thread. A thread's backlog can grow to the whole slab (a burst, or a drain
+// thread descheduled on a loaded host); an entry is lost (counted) only when
+// no segment is free. The producer is the application thread inside an NVTX
+// call: it takes a segment (one CAS) once per kSegmentEntries entries, and
+// when it does so with kWakeSegments or more segments undrained it wakes the
+// drain thread (one futex wake), so a burst is drained while it lands
+// instead of at the next poll. The consumer is the collector's drain thread:
+// it follows the chain and gives each segment back once read.
 // Timestamps are raw ticks (rdtsc where the TSC is invariant, else
 // CLOCK_MONOTONIC ns); the collector maps them onto the session clock
 // (docs/clock.md).
@@ -24,13 +29,18 @@
 
 namespace gpuutil::nvtx {
 
-inline constexpr uint32_t kAbiVersion = 2;
-// Entries per ring (power of two): 262144 = 128k push/pop pairs, 16 MiB of
-// address space per ring, committed on use. When the slab cannot be mapped
-// at that size (strict overcommit), the library halves it down to
-// kMinRingEntries; Abi::ring_entries says what it got.
-inline constexpr uint32_t kRingEntries = 1u << 18;
-inline constexpr uint32_t kMinRingEntries = 1u << 13;
+inline constexpr uint32_t kAbiVersion = 3;
+// Entries per segment (a power of two): 4096 = 2048 push/pop pairs, 256 KiB.
+inline constexpr uint32_t kSegmentEntries = 1u << 12;
+// Segments in the slab: 1024 = 256 MiB of address space, committed on use;
+// 2M pairs of backlog across all threads (2 s at 1M pairs/s). When the slab
+// cannot be mapped at that size (strict overcommit), the library halves it
+// down to kMinSegments; Abi::segments says what it got.
+inline constexpr uint32_t kSegments = 1u << 10;
+inline constexpr uint32_t kMinSegments = 1u << 5;
+// A producer that starts a segment with this many undrained wakes the drain.
+inline constexpr uint32_t kWakeSegments = 4;
+inline constexpr uint32_t kNoSegment = UINT32_MAX;
 inline constexpr uint32_t kMaxRings = 256;  // threads that can record
 inline constexpr uint32_t kNameBytes = 48;       // name prefix kept per push (NUL-terminated)
 inline constexpr uint32_t kMaxDomains = 64;
@@ -47,12 +57,14 @@ struct Entry {
 static_assert(sizeof(Entry) == 64, "one cache line per entry");
 
 struct alignas(64) Ring {
-  std::atomic<uint64_t> head;  // written by the producer thread only
+  std::atomic<uint64_t> head;  // entries pushed so far; written by the producer only
   uint64_t tid;                // owner's id as CUPTI reports it: (uint32_t)pthread_self()
   uint64_t os_tid;             // owner's OS thread id (gettid)
-  std::atomic<uint64_t> dropped;  // pushes/pops lost because the ring was full
-  Entry* entries;                 // ring_entries of them, in the slab
-  alignas(64) std::atomic<uint64_t> tail;  // written by the consumer only
+  std::atomic<uint64_t> dropped;  // pushes/pops lost because no segment was free
+  uint32_t first_segment;         // holds entries [0, kSegmentEntries); set by the producer before head moves
+  uint32_t write_segment;         // producer only: the segment entry `head` goes to (once head % E != 0)
+  alignas(64) std::atomic<uint64_t> tail;  // entries consumed; written by the consumer only
+  uint32_t read_segment;                   // consumer only: the segment entry `tail` is read from
 };
 
 struct Abi {
@@ -71,12 +83,51 @@ struct Abi {
   uint64_t (*now_ticks)();
   // Turns recording on/off (off: handlers return at once).
   std::atomic<uint32_t>* recording;
-  // Entries per ring (a power of two, kMinRingEntries..kRingEntries).
-  uint32_t ring_entries;
-  // A futex word producers bump (and FUTEX_WAKE) when a push makes their
-  // ring half full; the drain thread sleeps on it between polls.
+  // The segment slab: segment i's entries are slab[i * kSegmentEntries ...],
+  // next_segment[i] is the one after it in its queue (set by the producer
+  // before the entry that needs it is published).
+  Entry* slab;
+  std::atomic<uint32_t>* next_segment;
+  uint32_t segments;  // in the slab (kMinSegments..kSegments)
+  // Consumer: gives a segment it has finished reading back to the free stack.
+  void (*free_segment)(uint32_t segment);
+  // Segments free now (approximate), for tests and the memory benchmark.
+  uint32_t (*free_segments)();
+  // A futex word producers bump (and FUTEX_WAKE) when they start a segment
+  // with kWakeSegments or more undrained; the drain thread sleeps on it
+  // between polls.
   std::atomic<uint32_t>* wake;
 };
+
+// The consumer's side of a queue (one thread at a time: the collector's
+// drain). The entry at `pos` of r's queue, read in order (r.tail <= pos <
+// head as loaded with acquire): at a segment's first entry it moves to that
+// segment and gives the one before back to the free stack.
+inline const Entry& consume_entry(const Abi& abi, Ring& r, uint64_t pos) {
+  const uint32_t offset = static_cast<uint32_t>(pos & (kSegmentEntries - 1));
+  if (offset == 0) {
+    if (pos == 0) {
+      r.read_segment = r.first_segment;
+    } else {
+      const uint32_t done = r.read_segment;
+      r.read_segment = abi.next_segment[done].load(std::memory_order_relaxed);
+      abi.free_segment(done);
+    }
+  }
+  return abi.slab[static_cast<uint64_t>(r.read_segment) * kSegmentEntries + offset];
+}
+
+// The consumer: marks everything up to `head` read, unread (entries from
+// before a session), freeing the segments it passes; one step per segment.
+inline void consume_to(const Abi& abi, Ring& r, uint64_t head) {
+  uint64_t tail = r.tail.load(std::memory_order_relaxed);
+  while (tail != head) {
+    (void)consume_entry(abi, r, tail);
+    const uint64_t next_start = (tail | (kSegmentEntries - 1)) + 1;
+    tail = head < next_start ? head : next_start;
+  }
+  r.tail.store(tail, std::memory_order_release);
+}
 
 }  // namespace gpuutil::nvtx
 

@@ -1,4 +1,4 @@
-// NVTX ring drain -> HostRange (see nvtx_collector.h).
+// NVTX queue drain -> HostRange (see nvtx_collector.h).
 #include "collectors/nvtx/nvtx_collector.h"
 
 #include <dlfcn.h>
@@ -57,7 +57,7 @@ std::string NvtxCollector::start() {
   }
   abi_ = get();
   if (!abi_ || abi_->version != kAbiVersion) return "libgpuutil_nvtx ABI version mismatch: " + path;
-  if (!abi_->rings || abi_->ring_entries == 0) return "libgpuutil_nvtx could not map its rings";
+  if (!abi_->rings || !abi_->slab || abi_->segments == 0) return "libgpuutil_nvtx could not map its rings";
   bool expected = false;
   if (!g_collector_active.compare_exchange_strong(expected, true)) {
     return "another gpuutil NVTX collector is already active in this process";
@@ -70,7 +70,7 @@ std::string NvtxCollector::start() {
   const uint32_t n = abi_->rings_claimed->load(std::memory_order_acquire);
   for (uint32_t i = 0; i < n; ++i) {
     Ring& r = abi_->rings[i];
-    r.tail.store(r.head.load(std::memory_order_acquire), std::memory_order_release);
+    consume_to(*abi_, r, r.head.load(std::memory_order_acquire));
   }
   threads_.assign(kMaxRings, ThreadState{});
   for (uint32_t i = 0; i < kMaxRings; ++i) {
@@ -84,10 +84,9 @@ std::string NvtxCollector::start() {
     const int min_ms = std::max(1, options_.drain_poll_ms);
     const int max_ms = std::max(min_ms, options_.drain_poll_max_ms);
     int poll_ms = min_ms;
-    const uint64_t ring = abi_->ring_entries;
     while (!quit_.load(std::memory_order_acquire)) {
-      // Sleep until the poll interval passes, a producer's ring becomes
-      // half full, or stop(): all three bump or time out the futex word.
+      // Sleep until the poll interval passes, a producer gets kWakeSegments
+      // ahead, or stop(): all three bump or time out the futex word.
       const uint32_t seen = abi_->wake->load(std::memory_order_acquire);
       if (!quit_.load(std::memory_order_acquire)) {
         timespec timeout{poll_ms / 1000, (poll_ms % 1000) * 1'000'000L};
@@ -99,9 +98,9 @@ std::string NvtxCollector::start() {
         fill = drain_locked();
         hand_over(/*wait=*/false);
       }
-      // Backlog under 1/64 of a ring at the last drain: poll less often.
-      // The wake at half full covers bursts between polls.
-      if (fill > ring / 64) {
+      // Backlog under a segment at the last drain: poll less often. The
+      // producers' wake covers bursts between polls.
+      if (fill > kSegmentEntries) {
         poll_ms = min_ms;
       } else {
         poll_ms = std::min(max_ms, poll_ms * 2);
@@ -147,7 +146,7 @@ uint64_t NvtxCollector::drain_locked() {
       ts.known = true;
     }
     for (; tail != head; ++tail) {
-      const Entry& e = r.entries[tail & (abi_->ring_entries - 1)];
+      const Entry& e = consume_entry(*abi_, r, tail);
       auto& stack = ts.stacks[e.domain];
       if (e.type == kPush) {
         Open o;
@@ -175,13 +174,13 @@ uint64_t NvtxCollector::drain_locked() {
     r.tail.store(tail, std::memory_order_release);
     const uint64_t dropped = r.dropped.load(std::memory_order_relaxed);
     if (dropped > ts.dropped_seen) {
-      session_.count(Diag::nvtx_records_dropped, dropped - ts.dropped_seen, "NVTX ring full");
+      session_.count(Diag::nvtx_records_dropped, dropped - ts.dropped_seen, "NVTX queue segments used up");
       ts.dropped_seen = dropped;
     }
   }
   const uint64_t without = abi_->threads_without_ring->load();
   if (without > without_ring_seen_) {
-    session_.count(Diag::nvtx_records_dropped, without - without_ring_seen_, "more threads than NVTX rings");
+    session_.count(Diag::nvtx_records_dropped, without - without_ring_seen_, "more threads than NVTX queues (256)");
     without_ring_seen_ = without;
   }
   return most;

@@ -13,18 +13,20 @@
 // are skipped. Ticks are mapped to the session clock by a linear fit
 // against CLOCK_MONOTONIC refreshed on every drain (docs/clock.md).
 //
-// Contract: at most one NVTX collector runs per process (the rings have one
-// consumer); start/step_boundary/stop from control threads (serialised by
-// the caller); a drain thread drains the rings between step boundaries:
-// every drain_poll_ms while a ring held more than 1/64 of its entries at the
-// last drain, backing off (doubling) up to drain_poll_max_ms otherwise, so an
-// idle collector wakes 40 times a second, not 200; and at once when a
-// producer's push makes its ring half full (a futex wake from the injection
-// library, nvtx_abi.h). A ring holds 128k ranges (committed only as deep as
-// it was ever filled), so 1M ranges/s sustained and a 100k-range burst after
-// an idle second are not lost (benchmarks/bench_nvtx_pushpop,
-// tests/cpp/test_nvtx_injection.cpp). stop() wakes the thread at once. A full
-// ring loses entries, counted as nvtx_records_dropped.
+// Contract: at most one NVTX collector runs per process (the queues have
+// one consumer); start/step_boundary/stop from control threads (serialised
+// by the caller); a drain thread drains the queues between step boundaries:
+// every drain_poll_ms while some queue held more than a segment (2048
+// ranges) at the last drain, backing off (doubling) up to drain_poll_max_ms
+// otherwise, so an idle collector wakes 40 times a second, not 200; and at
+// once when a producer starts a segment with kWakeSegments undrained (a
+// futex wake from the injection library, nvtx_abi.h). A thread's queue
+// grows from a shared slab of 2M ranges (committed only as deep as the
+// backlog ever was), so 1M ranges/s sustained, a 100k-range burst after an
+// idle second, and a drain thread held off the CPU for a second are not
+// lost (benchmarks/bench_nvtx_pushpop, tests/cpp/test_nvtx_injection.cpp).
+// stop() wakes the thread at once. With the slab used up, entries are lost,
+// counted as nvtx_records_dropped.
 #pragma once
 
 #include <atomic>
@@ -72,8 +74,8 @@ class NvtxCollector {
     std::unordered_map<uint16_t, std::vector<Open>> stacks;  // by domain
     uint64_t dropped_seen = 0;
   };
-  // Moves every ring's entries into staged_ (no session lock); returns the
-  // most entries found in one ring (its fill before draining).
+  // Moves every queue's entries into staged_ (no session lock); returns the
+  // most entries found in one queue (its backlog before draining).
   uint64_t drain_locked();
   // staged_ into the session: at once if it is free (or wait).
   void hand_over(bool wait);

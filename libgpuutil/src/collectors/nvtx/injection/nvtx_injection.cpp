@@ -5,10 +5,11 @@
 // InitializeInjectionNvtx2. We overwrite the CORE slots RangePushA,
 // RangePushEx, RangePop and the CORE2 slots DomainCreateA, DomainRangePushEx,
 // DomainRangePop, DomainRegisterStringA with handlers that append one entry
-// to the calling thread's ring (nvtx_abi.h): a tick read, a bounded name
+// to the calling thread's queue (nvtx_abi.h): a tick read, a bounded name
 // copy, one release store. No allocation, no lock, no syscall on this path
-// (a thread's first call claims its ring: one CAS and one gettid; the push
-// that makes a ring half full wakes the drain thread: one futex wake).
+// (a thread's first call claims its ring: one CAS and one gettid; once per
+// segment the producer pops a free segment, one CAS, and if the drain is
+// kWakeSegments behind wakes it, one futex wake).
 // Slots we do not fill (marks, NameOsThread, ...) stay no-ops.
 //
 // Registered strings and domains are interned into fixed tables on first
@@ -42,10 +43,17 @@ std::atomic<uint64_t> g_threads_without_ring{0};
 std::atomic<uint32_t> g_domains_created{1};  // 0 = default domain
 std::atomic<uint32_t> g_strings{0};
 std::atomic<uint32_t> g_recording{0};  // the collector turns it on
-std::atomic<uint32_t> g_wake{0};       // futex word: bumped when a ring becomes half full
+std::atomic<uint32_t> g_wake{0};       // futex word: bumped when a producer is kWakeSegments ahead
 Ring* g_rings = nullptr;
-Entry* g_entries = nullptr;
-uint32_t g_ring_entries = 0;
+Entry* g_slab = nullptr;
+uint32_t g_segments = 0;
+std::atomic<uint32_t>* g_next_segment = nullptr;  // per segment: the next one of its queue
+// The free-segment stack (Treiber): low 32 bits = top segment + 1 (0 =
+// empty), high 32 bits = a tag bumped by every change (no ABA). g_free_link
+// holds each free segment's successor on the stack (+ 1, 0 = none).
+std::atomic<uint64_t> g_free_top{0};
+std::atomic<uint32_t>* g_free_link = nullptr;
+std::atomic<uint32_t> g_free_count{0};
 char g_domain_names[kMaxDomains][kNameBytes];
 char g_strings_table[kMaxStrings][kNameBytes];
 int g_tsc = 0;
@@ -79,22 +87,59 @@ bool tsc_invariant() {
   return false;
 }
 
+// Producers (any application thread): a free segment, or kNoSegment.
+uint32_t pop_segment() {
+  uint64_t top = g_free_top.load(std::memory_order_acquire);
+  for (;;) {
+    const uint32_t first = static_cast<uint32_t>(top);
+    if (first == 0) return kNoSegment;
+    const uint32_t below = g_free_link[first - 1].load(std::memory_order_relaxed);
+    const uint64_t next = ((top >> 32) + 1) << 32 | below;
+    if (g_free_top.compare_exchange_weak(top, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      g_free_count.fetch_sub(1, std::memory_order_relaxed);
+      return first - 1;
+    }
+  }
+}
+
+// The consumer (the drain thread), and setup: puts a segment on the stack.
+void push_segment(uint32_t segment) {
+  if (segment >= g_segments) return;
+  uint64_t top = g_free_top.load(std::memory_order_relaxed);
+  for (;;) {
+    g_free_link[segment].store(static_cast<uint32_t>(top), std::memory_order_relaxed);
+    const uint64_t next = ((top >> 32) + 1) << 32 | (segment + 1);
+    if (g_free_top.compare_exchange_weak(top, next, std::memory_order_release, std::memory_order_relaxed)) {
+      g_free_count.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+uint32_t free_segments() { return g_free_count.load(std::memory_order_relaxed); }
+
 void setup_once() {
   static const bool done = [] {
     void* p = mmap(nullptr, sizeof(Ring) * kMaxRings, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    // The entries: as large as the system lets us reserve (committed on use).
-    for (uint32_t n = kRingEntries; p != MAP_FAILED && n >= kMinRingEntries; n /= 2) {
-      void* e = mmap(nullptr, size_t(n) * kMaxRings * sizeof(Entry), PROT_READ | PROT_WRITE,
+    // The segments: as many as the system lets us reserve (committed on use).
+    for (uint32_t n = kSegments; p != MAP_FAILED && n >= kMinSegments; n /= 2) {
+      const size_t entries_bytes = size_t(n) * kSegmentEntries * sizeof(Entry);
+      const size_t links_bytes = size_t(n) * 2 * sizeof(std::atomic<uint32_t>);
+      void* e = mmap(nullptr, entries_bytes + links_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (e != MAP_FAILED) {
-        g_entries = static_cast<Entry*>(e);
-        g_ring_entries = n;
+        g_slab = static_cast<Entry*>(e);
+        auto* links = reinterpret_cast<std::atomic<uint32_t>*>(static_cast<char*>(e) + entries_bytes);
+        g_next_segment = links;
+        g_free_link = links + n;
+        g_segments = n;
         break;
       }
     }
-    g_rings = p == MAP_FAILED || !g_entries ? nullptr : static_cast<Ring*>(p);
-    for (uint32_t i = 0; g_rings && i < kMaxRings; ++i) g_rings[i].entries = g_entries + size_t(i) * g_ring_entries;
+    g_rings = p == MAP_FAILED || !g_slab ? nullptr : static_cast<Ring*>(p);
+    // Highest first, so the stack hands out segment 0, 1, ... (low addresses first).
+    for (uint32_t i = g_segments; g_rings && i > 0; --i) push_segment(i - 1);
     g_tsc = tsc_invariant() ? 1 : 0;
     std::memset(g_domain_names, 0, sizeof(g_domain_names));
     return true;
@@ -128,12 +173,30 @@ inline void record(uint16_t type, uint16_t domain, const char* name) {
   Ring* r = my_ring();
   if (!r) return;
   const uint64_t head = r->head.load(std::memory_order_relaxed);
-  const uint64_t fill = head - r->tail.load(std::memory_order_acquire);
-  if (fill >= g_ring_entries) {
-    r->dropped.fetch_add(1, std::memory_order_relaxed);
-    return;
+  const uint32_t offset = static_cast<uint32_t>(head & (kSegmentEntries - 1));
+  if (offset == 0) {
+    // The entry starts a segment (once per kSegmentEntries): take one. The
+    // consumer reads first_segment / next_segment only after it sees head
+    // past this entry (the release store below).
+    const uint32_t seg = pop_segment();
+    if (seg == kNoSegment) {
+      r->dropped.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    g_next_segment[seg].store(kNoSegment, std::memory_order_relaxed);
+    if (head == 0) {
+      r->first_segment = seg;
+    } else {
+      g_next_segment[r->write_segment].store(seg, std::memory_order_relaxed);
+    }
+    r->write_segment = seg;
+    const uint64_t undrained = head - r->tail.load(std::memory_order_acquire);
+    if (undrained >= uint64_t(kWakeSegments) * kSegmentEntries) {  // the drain is behind: wake it now
+      g_wake.fetch_add(1, std::memory_order_release);
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    }
   }
-  Entry& e = r->entries[head & (g_ring_entries - 1)];
+  Entry& e = g_slab[size_t(r->write_segment) * kSegmentEntries + offset];
   e.ticks = now_ticks();
   e.type = type;
   e.domain = domain;
@@ -145,10 +208,6 @@ inline void record(uint16_t type, uint16_t domain, const char* name) {
     e.name[0] = '\0';
   }
   r->head.store(head + 1, std::memory_order_release);
-  if (fill + 1 == g_ring_entries / 2) {  // half full: wake the drain now (rare)
-    g_wake.fetch_add(1, std::memory_order_release);
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_wake), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-  }
 }
 
 uint16_t domain_index(nvtxDomainHandle_t d) {
@@ -274,7 +333,11 @@ extern "C" __attribute__((visibility("default"))) const Abi* gpuutil_nvtx_abi() 
   g_abi.ticks_are_tsc = g_tsc;
   g_abi.now_ticks = &now_ticks;
   g_abi.recording = &g_recording;
-  g_abi.ring_entries = g_ring_entries;
+  g_abi.slab = g_slab;
+  g_abi.next_segment = g_next_segment;
+  g_abi.segments = g_segments;
+  g_abi.free_segment = &push_segment;
+  g_abi.free_segments = &free_segments;
   g_abi.wake = &g_wake;
   return &g_abi;
 }
