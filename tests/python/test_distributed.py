@@ -135,10 +135,10 @@ def test_four_rank_torchrun_job_names_the_dataloader_straggler_and_what_the_othe
         assert len(other) == 20 and all(json.loads(x)["schema"] == "gpuutil.report/1" for x in other)
 
 
-def test_two_launches_as_two_nodes_with_clocks_seconds_apart_give_the_same_result(tmp_path: Path) -> None:
-    out = tmp_path / "out"
+def _two_launches(out: Path, shift_ns: int) -> Dict[int, Dict[str, Any]]:
+    """Two torchrun launches of two ranks each, as two nodes; node 1's
+    CLOCK_MONOTONIC is shift_ns ahead and its local rank 1 is the slow one."""
     port = _free_port()
-    shift_ns = 7_000_000_000  # node 1's CLOCK_MONOTONIC is 7 s ahead
     common = [
         "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
         "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"gpuutil-test-{port}",
@@ -165,7 +165,18 @@ def test_two_launches_as_two_nodes_with_clocks_seconds_apart_give_the_same_resul
                 p.kill()
     assert node0.returncode == 0, err0[-4000:]
     assert node1.returncode == 0, err1[-4000:]
-    docs = _load(out, 4)
+    return _load(out, 4)
+
+
+def test_two_launches_as_two_nodes_with_clocks_seconds_apart_give_the_same_result(tmp_path: Path) -> None:
+    shift_ns = 7_000_000_000  # node 1's CLOCK_MONOTONIC is 7 s ahead
+    # Played again (up to 3 times) only when the machine's load named an
+    # unplanted rank besides the planted one, as in the four-rank test.
+    for attempt in range(3):
+        docs = _two_launches(tmp_path / f"out{attempt}", shift_ns)
+        slow = [r for r, d in docs.items() if d["slow"]]
+        if 0 not in docs or len(slow) != 1 or not _only_load_stragglers(docs[0]["summary"], slow[0]):
+            break
     assert sorted(docs) == [0, 1, 2, 3]
     slow = [r for r, d in docs.items() if d["slow"]]
     assert len(slow) == 1
