@@ -21,9 +21,11 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "gpuutil/clock.h"
 #include "gpuutil/profiler.h"
 
 namespace {
@@ -124,9 +126,13 @@ int main(int argc, char** argv) {
   o.live.nvtx = false;
   gpuutil::Profiler prof(o);
   const std::string off = prof.start();
+  std::vector<int64_t> host_ns;  // each step's planted gap as it really lasted (a loaded host oversleeps)
+  host_ns.reserve(static_cast<size_t>(steps));
   for (int64_t s = 0; s < steps; ++s) {
     gpuutil::StepScope step(prof, s);
+    const int64_t t0 = gpuutil::session_now_ns();
     usleep(static_cast<useconds_t>(host_ms * 1000));  // planted host time: the GPU is idle
+    host_ns.push_back(gpuutil::session_now_ns() - t0);
     for (int64_t k = 0; k < kernels; ++k) {
       void* params[] = {&cycles};
       cu.cuLaunchKernel(spin, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr);
@@ -137,7 +143,7 @@ int main(int argc, char** argv) {
   const gpuutil::LiveCounters counters = prof.collector().counters();
   nlohmann::json j;
   j["gpu_collection_off"] = off;
-  j["planted"] = {{"steps", steps}, {"kernels_per_step", kernels}, {"host_ms", host_ms}};
+  j["planted"] = {{"steps", steps}, {"kernels_per_step", kernels}, {"host_ms", host_ms}, {"host_ns", host_ns}};
   j["counters"] = {{"driver_cbids", counters.driver_cbids},           {"runtime_cbids", counters.runtime_cbids},
                    {"records_dropped", counters.records_dropped},     {"buffers_starved", counters.buffers_starved},
                    {"records_unfinished", counters.records_unfinished}, {"completion_timeouts", counters.completion_timeouts}};

@@ -116,9 +116,11 @@ def test_a_dataloader_range_from_the_libtorch_hook_and_the_launch_after_it_meet_
         assert "torch_hook_fallback" not in step["diagnostics"], "this test is about the LibTorch hook"
         # The gap before the kernel is the wait of the thread that launched it.
         assert step["breakdown"]["idle_dataloader"] >= 18_000_000, step
-        # Were the wait on another thread, its 20 ms would be idle_host; the
-        # rest of the step is Python overhead, a few ms on a loaded machine.
-        assert step["breakdown"]["idle_host"] < 10_000_000, step
+        # Were the wait on another thread, its 20 ms would be idle_host and
+        # idle_dataloader would be near 0. What idle_host holds here is the
+        # step's Python overhead: a few ms, more on a loaded machine (it
+        # passed 10 ms once in a full run here), never the planted wait.
+        assert step["breakdown"]["idle_host"] < step["breakdown"]["idle_dataloader"], step
 
 
 def test_a_real_dataloader_wait_from_the_python_hooks_and_the_launch_after_it_meet_on_one_thread():
