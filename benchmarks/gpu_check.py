@@ -14,7 +14,8 @@ CUPTI (and its simulated device) and is part of the tests:
 
 Scenarios, each with its planted size, gpuutil's figure and a tolerance:
  1. dataloader  a real DataLoader (num_workers=0) sleeping 20 ms per batch,
-                pipelined (no per-step sync): idle_dataloader per step;
+                pipelined (no per-step sync): idle_dataloader per step,
+                within 3 ms of the batch's sleeps as timed;
  2. item        .item() every step, then 5 ms of CPU: idle_host_sync with
                 the aten::item culprit;
  3. tiny        5000 tiny kernels per step: every kernel counted, launch-bound,
@@ -27,7 +28,8 @@ Scenarios, each with its planted size, gpuutil's figure and a tolerance:
  8. nccl        NCCL with world size 1: time lands in communication;
  9. nvml        NVML health present and joined to the right device (UUID);
 10. driver      torch-free C++ (benchmarks/gpu_check_driver.cpp): driver API
-                and a JIT-compiled PTX kernel, planted host gap.
+                and a JIT-compiled PTX kernel, planted host gap (5 ms usleep,
+                checked against its timed length: -3%..+1.5 ms).
 Every scenario also requires zero dropped, late, unfinished or invalid
 records. In --self-test, scenarios that need the hardware (matmul MFU,
 torch.compile, NVML) are marked SKIP with the reason.
