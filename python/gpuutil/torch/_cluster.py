@@ -311,8 +311,11 @@ class ClusterCollector:
             self._store.set("leader", str(self.rank))
             while True:
                 busy = False
-                # Clock requests first: their round trip is the offset's uncertainty.
-                pending_clock = self._store.add("clk/n", 0)
+                # Clock requests first: their round trip is the offset's
+                # uncertainty. Each other rank asks _CLOCK_ROUNDS times, once;
+                # after the last answer the store is no longer asked.
+                clock_requests = (self.world_size - 1) * _CLOCK_ROUNDS
+                pending_clock = self._store.add("clk/n", 0) if next_clock <= clock_requests else 0
                 while next_clock <= pending_clock:
                     key = f"clk/q/{next_clock}"
                     if not self._store.check([key]):
