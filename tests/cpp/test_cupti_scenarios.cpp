@@ -132,6 +132,44 @@ TEST(CuptiScenario, ZeroRecordsLostAtOneMillionRecordsPerSecondSustained) {
   EXPECT_LE(kernels, sc.stream_records);
 }
 
+// The drain thread is the only one that flushes and frees buffers; the
+// fake holds it in one flush for 300 ms (as a loaded host would) while the
+// stream goes on at 1M records/s, over seven times what the 16 free buffers
+// hold. CUPTI's buffer requests are served from the reservation meanwhile.
+TEST(CuptiScenario, ADrainThreadHeldOffLongerThanTheFreeBuffersLastLosesNoRecord) {
+  FakeCupti& fake = FakeCupti::get();
+  fake_cupti_config cfg{};
+  cfg.flush_stalls = 1;
+  cfg.flush_stall_ms = 300;
+  fake.reset(&cfg);
+  ProfilerOptions po;
+  po.live = small_pool();
+  po.live.cupti_buffer_count = 16;  // 4 MiB: about 40 ms of this stream
+  Profiler prof(po);
+  ASSERT_EQ(prof.start(), "");
+  fake_cupti_scenario sc{};
+  sc.stream_records = 1'000'000;
+  sc.records_per_s = 1e6;
+  ASSERT_EQ(fake.run(&sc), 0);
+  int64_t step = 0;
+  while (fake.stats().records_emitted < sc.stream_records) {
+    StepScope s(prof, step++);
+    usleep(10'000);
+  }
+  fake.wait();
+  const uint64_t pool_before_stop = prof.collector().counters().buffers_in_pool;
+  prof.stop();
+  const fake_cupti_stats st = fake.stats();
+  const LiveCounters c = prof.collector().counters();
+  EXPECT_EQ(st.flushes_stalled, 1u);
+  EXPECT_EQ(st.records_emitted, sc.stream_records);
+  EXPECT_EQ(st.buffers_denied, 0u);
+  EXPECT_EQ(st.records_lost_no_buffer, 0u);
+  EXPECT_EQ(c.buffers_starved, 0u);
+  EXPECT_EQ(c.records_decoded, sc.stream_records);
+  EXPECT_GT(pool_before_stop, 16u);  // the pool grew while the drain slept
+}
+
 TEST(CuptiScenario, DropsForcedByBufferStarvationAreCountedAndReported) {
   FakeCupti& fake = FakeCupti::get();
   fake_cupti_config cfg{};

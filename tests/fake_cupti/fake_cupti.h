@@ -77,6 +77,9 @@ typedef struct fake_cupti_config {
   int unknown_kinds;        /* records of a kind no client decodes */
   int out_of_order;         /* deliver a batch of buffers newest first */
   uint64_t dropped_records; /* reported by cuptiActivityGetNumDroppedRecords */
+  int flush_stalls;         /* the next N cuptiActivityFlushAll calls first sleep flush_stall_ms, holding no fake
+                               lock: the client's flushing (drain) thread held off the CPU by a loaded host */
+  int64_t flush_stall_ms;
 } fake_cupti_config;
 
 typedef struct fake_cupti_stats {
@@ -91,6 +94,7 @@ typedef struct fake_cupti_stats {
   uint64_t buffers_withheld;       /* times a default flush kept a buffer back (an incomplete record) */
   uint64_t flushes;
   uint64_t forced_flushes;
+  uint64_t flushes_stalled;        /* flush_stalls served */
   uint32_t enabled_kinds_mask;     /* bit k set = activity kind k enabled now (kinds >= 31 share bit 31) */
   uint32_t runtime_cbids_enabled;  /* runtime callback ids traced now (per-id enables, or all) */
   uint32_t driver_cbids_enabled;   /* driver callback ids traced now */

@@ -1,8 +1,10 @@
 // The CUPTI entry points of the fake CUPTI, with CUPTI's real signatures and
 // return codes (see fake_cupti.h). Each one only updates the shared state;
 // delivery of buffers happens in fake_device.cpp.
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "fake_state.h"
 
@@ -198,11 +200,20 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 }
 
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+  int64_t stall_ms = 0;
   {
     State& s = st();
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.stats.callbacks_registered) return CUPTI_ERROR_INVALID_OPERATION;
+    if (s.cfg.flush_stalls > 0) {
+      --s.cfg.flush_stalls;
+      ++s.stats.flushes_stalled;
+      stall_ms = s.cfg.flush_stall_ms;
+    }
   }
+  // The flushing thread is held off; the simulated GPU and the emitting
+  // threads go on (no fake lock is held).
+  if (stall_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
   flush_and_deliver(true, (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0);
   return CUPTI_SUCCESS;
 }
