@@ -204,6 +204,46 @@ def test_libtorch_hook_sees_autograd_nodes_when_asked_and_reports_no_fallback(mo
     assert ranges[True] >= ranges[False] + 10, ranges
 
 
+def test_a_detail_step_with_more_autograd_nodes_than_a_fixed_ring_held_loses_none(monkeypatch):
+    """One optimizer step whose backward runs 3 x 2,500 autograd nodes on the
+    training thread (gradient accumulation over 3 micro-batches of a deep
+    chain of small ops): 7,500+ ranges between two drains. The hook's fixed
+    4,096-range rings dropped the rest (torch_ranges_dropped); its queues
+    (csrc/hook_ring.h) grow from a shared slab and keep every one."""
+    from gpuutil import _profile
+    from gpuutil.torch import TorchCollector, _ext
+
+    module, reason = _ext.load(build=True)
+    assert module is not None, reason
+    others = [f for f in _profile._COLLECTOR_FACTORIES if f.__name__ != "_torch_collector"]
+    factories = others + [lambda p: TorchCollector(p, autograd_nodes=True)]
+    monkeypatch.setattr(_profile, "_COLLECTOR_FACTORIES", factories)
+    w = torch.ones(8, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=1e-6)
+    with gpuutil.profile(detail="always", report_interval_ms=0) as prof:
+        collector = next(c for c in prof._collectors if c.name == "torch")
+        assert collector.mode == "libtorch"
+        counted = CountingDrain(collector._drainer)
+        collector._drainer = counted
+        for _ in range(2):  # two optimizer steps
+            opt.zero_grad()
+            for _micro in range(3):
+                x = w
+                for _op in range(2500):
+                    x = x * 1.0001
+                x.sum().backward()
+            opt.step()
+    reports = prof.reports
+    dropped = [d for r in reports for d in r["diagnostics"] if d["name"] == "torch_ranges_dropped"]
+    assert dropped == [], dropped
+    assert counted.ranges >= 2 * 3 * 2500, counted.ranges
+    stats = module.queue_stats()
+    assert stats["segments"] == module.max_segments
+    # The deepest backlog (one step) is what was ever written, not the run.
+    per_step_segments = 2 * 3 * 2500 // module.segment_ranges + 1
+    assert stats["segments_touched"] <= 2 * per_step_segments, stats
+
+
 class CountingDrain:
     """Counts the ranges the C++ drainer moves into the session."""
 

@@ -27,10 +27,10 @@ namespace {
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 struct ReplayTag {};
-// The LibTorch hook's ring code, one ring set for the replay. Larger rings
-// than the hook's: a recorded trace holds every aten op, where the hook
-// records only the ranges its categories need.
-using Rings = gpuutil_hook::RingSet<ReplayTag, 1 << 16>;
+// The LibTorch hook's queue code, one queue set for the replay. A larger
+// slab than the hook's (2M ranges between drains): a recorded trace holds
+// every aten op, where the hook records only the ranges its categories need.
+using Rings = gpuutil_hook::RingSet<ReplayTag, 1024, 2048>;
 const GpuutilHookApi kRingsApi = {GPUUTIL_HOOK_API_VERSION, &Rings::drain_into};
 
 void sleep_until(int64_t t_ns) {

@@ -3,11 +3,11 @@
 // The hook (python/gpuutil/torch/csrc/record_function_hook.cpp) is built
 // against the installed torch; the core is built without torch. They meet
 // through the plain C interface in hook_abi.h: one drain() call moves every
-// recorded range from the hook's per-thread rings into the session, with no
+// recorded range from the hook's per-thread queues into the session, with no
 // Python object per range, names interned and classified once per distinct
 // name, thread indices resolved once per thread. The same class drains the
-// rings of gpuutil's trace replay, which records through the same ring code
-// (hook_ring.h).
+// queues of gpuutil's trace replay, which records through the same queue
+// code (hook_ring.h).
 //
 // Rules applied to the hook's ranges (docs/pytorch.md):
 // - `Optimizer.step#...` is skipped: step pre/post hooks time the optimizer
@@ -15,11 +15,12 @@
 //   skip_optimizer_step = false keeps it (the replay of a recorded trace);
 // - autograd nodes (kind 2) get the engine's prefix,
 //   "autograd::engine::evaluate_function: ", as Kineto traces spell them;
-// - ranges dropped by full rings are counted (torch_ranges_dropped);
+// - ranges dropped with the queues' slab used up are counted
+//   (torch_ranges_dropped);
 // - threads are the session threads of the key CUPTI records
 //   (gpuutil/thread_key.h), named by their OS tid.
 //
-// Contract: drain() from one thread at a time (the rings have one consumer).
+// Contract: drain() from one thread at a time (the queues have one consumer).
 #pragma once
 
 #include <cstdint>

@@ -28,9 +28,11 @@
 //
 // Hot path (the callbacks, on the application's threads): no allocation
 // after a thread's first range, no locks, no Python: each finished range goes
-// into the thread's ring (hook_ring.h, shared with gpuutil's trace replay),
-// keyed by the thread id CUPTI records. The drainer (drain(), called by
-// gpuutil at step end with the GIL held) reads the rings.
+// into the thread's queue (hook_ring.h, shared with gpuutil's trace replay:
+// segments from one slab, so one thread may buffer up to the whole slab
+// between step ends), keyed by the thread id CUPTI records. The drainer
+// (drain(), called by gpuutil at step end with the GIL held) reads the
+// queues.
 //
 // The drainer is gpuutil's core, through the C interface in hook_abi.h
 // (`api()` returns it as a capsule): ranges go straight from the rings into
@@ -232,5 +234,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       "The C drain interface (hook_abi.h) as a capsule, for gpuutil's core.");
   m.def("now_ns", &now_ns, "The hook's clock (CLOCK_MONOTONIC ns, gpuutil's session clock).");
   m.def("torch_version", &torch_version, "The torch version this extension was compiled against.");
-  m.attr("ring_size") = Rings::kRingSize;
+  m.def(
+      "queue_stats",
+      [] {
+        return py::dict(py::arg("segments") = Rings::segments(), py::arg("segments_free") = Rings::segments_free(),
+                        py::arg("segments_touched") = Rings::segments_touched(),
+                        py::arg("queues_made") = Rings::queues_made());
+      },
+      "The range queues' slab (hook_ring.h): segments in it (0 before the first range), free now, ever written, "
+      "and queue headers made; for tests.");
+  m.attr("segment_ranges") = Rings::kSegmentRanges;
+  m.attr("max_segments") = Rings::kSegments;
 }
