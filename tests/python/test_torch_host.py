@@ -244,6 +244,43 @@ def test_a_detail_step_with_more_autograd_nodes_than_a_fixed_ring_held_loses_non
     assert stats["segments_touched"] <= 2 * per_step_segments, stats
 
 
+def test_a_child_forked_during_a_profile_records_nothing_into_its_copy_of_the_queues():
+    """A DataLoader worker (forked, by default on Linux) inherits the hook's
+    callbacks but nobody drains its queues: it must not fill its copy of
+    the slab (up to 64 MiB per worker) with ranges no one reads."""
+    import os
+
+    from gpuutil.torch import _ext
+
+    module, reason = _ext.load(build=True)
+    assert module is not None, reason
+    with gpuutil.profile(detail="always", report_interval_ms=0):
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: record, then report what its queues hold
+            code = 1
+            try:
+                before = module.queue_stats()["segments_touched"]
+                for _ in range(5000):
+                    with torch.autograd.profiler.record_function("worker.range"):
+                        pass
+                ranges, dropped = module.drain()
+                after = module.queue_stats()["segments_touched"]
+                os.write(write_fd, f"{len(ranges)} {dropped} {after - before}".encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        _, status = os.waitpid(pid, 0)
+        out = os.read(read_fd, 100).decode()
+        os.close(read_fd)
+        assert os.waitstatus_to_exitcode(status) == 0, out
+        # The parent still records.
+        with torch.autograd.profiler.record_function("parent.range"):
+            pass
+    assert out == "0 0 0", out
+
+
 class CountingDrain:
     """Counts the ranges the C++ drainer moves into the session."""
 

@@ -49,6 +49,7 @@
 #include <ctime>
 #include <memory>
 #include <string>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "hook_abi.h"
@@ -154,8 +155,15 @@ bool set_detail(bool on) {
   return g_detail_handle != 0;
 }
 
+// A child forked while the hook runs (a DataLoader worker, by default on
+// Linux) inherits the callbacks but has no drainer: it records nothing, so
+// it never fills its copy of the queues' slab.
+void stop_recording_in_child() { g_enabled.store(false, std::memory_order_relaxed); }
+
 void start(bool function_scope, bool autograd_nodes, bool detail, bool user_scope_always) {
   if (g_started) return;
+  static const bool at_fork = pthread_atfork(nullptr, nullptr, &stop_recording_in_child) == 0;
+  (void)at_fork;
   g_function_scope = function_scope;
   g_autograd_nodes = autograd_nodes;
   g_user_always = user_scope_always;
