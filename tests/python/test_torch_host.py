@@ -6,6 +6,8 @@ against the installed torch if needed) and the Python-level fallback."""
 
 from __future__ import annotations
 
+import contextlib
+
 import json
 import time
 
@@ -279,6 +281,28 @@ def test_a_child_forked_during_a_profile_records_nothing_into_its_copy_of_the_qu
         with torch.autograd.profiler.record_function("parent.range"):
             pass
     assert out == "0 0 0", out
+
+
+def test_ranges_nested_deeper_than_the_hook_tracks_are_counted_as_dropped():
+    """The hook keeps start times 64 ranges deep per thread; the 6 innermost
+    of 70 nested ranges are counted (torch_ranges_dropped), not lost
+    silently."""
+    from gpuutil.torch import _ext
+
+    module, reason = _ext.load(build=True)
+    assert module is not None, reason
+    module.drain()
+    module.start(function_scope=False, autograd_nodes=False, detail=False, user_scope_always=True)
+    try:
+        with contextlib.ExitStack() as stack:
+            for depth in range(70):
+                stack.enter_context(torch.autograd.profiler.record_function(f"depth{depth}"))
+        ranges, dropped = module.drain()
+    finally:
+        module.stop()
+    names = [r[0] for r in ranges]
+    assert dropped == 6, (dropped, len(names))
+    assert sorted(names) == sorted(f"depth{d}" for d in range(64))
 
 
 class CountingDrain:

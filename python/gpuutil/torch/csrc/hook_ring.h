@@ -97,6 +97,10 @@ class RingSet {
     q->head.store(head + 1, std::memory_order_release);
   }
 
+  // Producer: one range the caller could not record (the hook's nesting
+  // limit); counted with the dropped ranges at the next drain.
+  static void lost() { unqueued_.fetch_add(1, std::memory_order_relaxed); }
+
   // Consumer: hands every range recorded since the last drain to `sink`,
   // oldest first per thread; returns how many were dropped meanwhile.
   static uint64_t drain_into(gpuutil_hook_range_fn sink, void* ctx) {
@@ -289,7 +293,7 @@ class RingSet {
   static inline std::atomic<uint32_t> free_count_{0};
   static inline std::atomic<uint32_t> next_[Segments] = {};  // chain link, or stack link while free
   static inline std::atomic<Queue*> queues_{nullptr};
-  static inline std::atomic<uint64_t> unqueued_{0};  // ranges with no queue (no slab, or thread ending)
+  static inline std::atomic<uint64_t> unqueued_{0};  // ranges with no queue (no slab, thread ending), lost()
   static inline std::atomic<uint32_t> queues_made_{0};
   static inline thread_local Queue* t_queue_ = nullptr;
   static inline thread_local bool t_exited_ = false;

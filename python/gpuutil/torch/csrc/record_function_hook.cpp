@@ -57,7 +57,7 @@
 
 namespace {
 
-constexpr int kMaxDepth = 64;  // tracked nesting depth per thread
+constexpr int kMaxDepth = 64;  // tracked nesting depth per thread; deeper ranges are counted as dropped
 
 struct HookTag {};
 using Rings = gpuutil_hook::RingSet<HookTag>;
@@ -124,7 +124,11 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   if (s.in_optimizer > 0 && fn.scope() == at::RecordScope::USER_SCOPE && starts_with(fn.name(), "Optimizer.step#")) {
     --s.in_optimizer;
   }
-  if (s.depth >= kMaxDepth || !g_enabled.load(std::memory_order_relaxed)) return;
+  if (!g_enabled.load(std::memory_order_relaxed)) return;
+  if (s.depth >= kMaxDepth) {  // nested deeper than its start time was kept: counted, not silent
+    Rings::lost();
+    return;
+  }
   const uint8_t kind =
       fn.scope() == at::RecordScope::FUNCTION ? 1 : fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? 2 : 0;
   Rings::record(fn.name(), s.start_ns[s.depth], now_ns(), kind);
