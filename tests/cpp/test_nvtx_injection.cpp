@@ -206,6 +206,37 @@ TEST(NvtxInjection, NvtxDataloaderRangeIsAttributedAgainstFakeCuptiKernels) {
   EXPECT_EQ(d.breakdown.compute_ns, 1'000'000);
 }
 
+// A run whose threads come and go (a pool that is rebuilt, a thread per
+// request): 1,000 threads, each ending with a stray pop first and a push it
+// never pops, through 256 queues. Every thread's range arrives, no queue
+// runs out, and a thread that takes a ring an ended thread left does not
+// close that thread's open range with its stray pop.
+TEST(NvtxInjection, ThreadsThatComeAndGoReuseTheQueuesOfEndedThreads) {
+  ASSERT_TRUE(kInjected);
+  Session s(SessionOptions{});
+  LiveCollector live(s, nvtx_only());
+  live.start();
+  ASSERT_EQ(live.nvtx_off(), "");
+  s.begin_step(0, session_now_ns());
+  constexpr int kThreads = 1000;
+  for (int t = 0; t < kThreads; ++t) {
+    std::thread([] {
+      nvtxRangePop();  // nothing open on this thread
+      nvtxRangePushA("worker");
+      nvtxRangePop();
+      nvtxRangePushA("left open");
+    }).join();
+    if (t % 50 == 49) live.flush();  // drains: ended threads' queues are read and freed
+  }
+  live.flush();
+  s.end_step(session_now_ns());
+  live.stop();
+  EXPECT_EQ(live.counters().nvtx_ranges, static_cast<uint64_t>(kThreads)) << "one \"worker\" per thread, nothing else";
+  const auto out = s.finish(INT64_MAX / 2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_records_dropped), 0u);
+}
+
 TEST(NvtxInjection, ForeignInjectionLibraryDegradesAndSaysSo) {
   Session s(SessionOptions{});
   LiveOptions o = nvtx_only();
@@ -259,11 +290,15 @@ const Abi& injected_abi() {
   return *abi;
 }
 
-// The calling thread's ring (claimed by its first recorded call).
+// The calling thread's ring (claimed by its first recorded call). A ring an
+// ended thread left may carry the same pthread_self() (ids are reused after
+// join): only live rings count.
 Ring& ring_of_this_thread(const Abi& abi) {
   const uint32_t n = abi.rings_claimed->load();
   for (uint32_t i = 0; i < n; ++i) {
-    if (abi.rings[i].tid == static_cast<uint32_t>(pthread_self())) return abi.rings[i];
+    if (abi.rings[i].tid == static_cast<uint32_t>(pthread_self()) && abi.rings[i].state.load() == kRingLive) {
+      return abi.rings[i];
+    }
   }
   ADD_FAILURE() << "no ring for this thread";
   return abi.rings[0];

@@ -17,6 +17,11 @@
 // drain thread (one futex wake), so a burst is drained while it lands
 // instead of at the next poll. The consumer is the collector's drain thread:
 // it follows the chain and gives each segment back once read.
+// A thread that ends hands its queue back (a thread_local destructor marks
+// it exited); the drain that reads it to the end gives its last segment
+// back and marks it free, and the next thread to record takes it (its
+// generation goes up, so the consumer knows the owner changed). So 256
+// queues serve any number of threads over a run, 256 of them at once.
 // Timestamps are raw ticks (rdtsc where the TSC is invariant, else
 // CLOCK_MONOTONIC ns); the collector maps them onto the session clock
 // (docs/clock.md).
@@ -29,7 +34,7 @@
 
 namespace gpuutil::nvtx {
 
-inline constexpr uint32_t kAbiVersion = 3;
+inline constexpr uint32_t kAbiVersion = 4;
 // Entries per segment (a power of two): 4096 = 2048 push/pop pairs, 256 KiB.
 inline constexpr uint32_t kSegmentEntries = 1u << 12;
 // Segments in the slab: 1024 = 256 MiB of address space, committed on use;
@@ -41,11 +46,15 @@ inline constexpr uint32_t kMinSegments = 1u << 5;
 // A producer that starts a segment with this many undrained wakes the drain.
 inline constexpr uint32_t kWakeSegments = 4;
 inline constexpr uint32_t kNoSegment = UINT32_MAX;
-inline constexpr uint32_t kMaxRings = 256;  // threads that can record
+inline constexpr uint32_t kMaxRings = 256;  // threads that can record at once
 inline constexpr uint32_t kNameBytes = 48;       // name prefix kept per push (NUL-terminated)
 inline constexpr uint32_t kMaxDomains = 64;
 
 enum EntryType : uint16_t { kPush = 1, kPop = 2 };
+
+// Ring::state. The consumer reads only live and exited rings; a producer
+// takes a free one (free -> taking -> live, resetting it in between).
+enum RingState : uint32_t { kRingLive = 0, kRingExited = 1, kRingFree = 2, kRingTaking = 3 };
 
 struct Entry {
   uint64_t ticks;
@@ -63,7 +72,9 @@ struct alignas(64) Ring {
   std::atomic<uint64_t> dropped;  // pushes/pops lost because no segment was free
   uint32_t first_segment;         // holds entries [0, kSegmentEntries); set by the producer before head moves
   uint32_t write_segment;         // producer only: the segment entry `head` goes to (once head % E != 0)
-  alignas(64) std::atomic<uint64_t> tail;  // entries consumed; written by the consumer only
+  std::atomic<uint32_t> state;    // RingState (0 = live: a fresh ring from the zeroed mapping)
+  uint32_t generation;            // bumped each time a new thread takes the ring; set before state = live
+  alignas(64) std::atomic<uint64_t> tail;  // entries consumed; written by the consumer only (and reset by a taker)
   uint32_t read_segment;                   // consumer only: the segment entry `tail` is read from
 };
 
@@ -71,10 +82,10 @@ struct Abi {
   uint32_t version;
   // Set once InitializeInjectionNvtx2 ran (NVTX bound at least one module).
   std::atomic<uint32_t>* initialized;
-  // Rings claimed so far ([0, *rings_claimed) are valid).
+  // Rings claimed so far ([0, *rings_claimed) are valid; see Ring::state).
   std::atomic<uint32_t>* rings_claimed;
   Ring* rings;
-  std::atomic<uint64_t>* threads_without_ring;  // threads beyond kMaxRings
+  std::atomic<uint64_t>* threads_without_ring;  // threads that found no ring (more than kMaxRings at once)
   // Domain names by index (index 0 = default domain ""), rows of kNameBytes.
   const char (*domain_names)[kNameBytes];
   std::atomic<uint32_t>* domains_created;

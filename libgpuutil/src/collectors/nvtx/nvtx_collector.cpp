@@ -68,13 +68,14 @@ std::string NvtxCollector::start() {
   ns_per_tick_ = abi_->ticks_are_tsc ? 0.0 : 1.0;
   // Skip whatever was recorded before this session.
   const uint32_t n = abi_->rings_claimed->load(std::memory_order_acquire);
-  for (uint32_t i = 0; i < n; ++i) {
-    Ring& r = abi_->rings[i];
-    consume_to(*abi_, r, r.head.load(std::memory_order_acquire));
-  }
   threads_.assign(kMaxRings, ThreadState{});
-  for (uint32_t i = 0; i < kMaxRings; ++i) {
-    threads_[i].dropped_seen = i < n ? abi_->rings[i].dropped.load() : 0;
+  for (uint32_t i = 0; i < n && i < kMaxRings; ++i) {
+    Ring& r = abi_->rings[i];
+    const uint32_t state = r.state.load(std::memory_order_acquire);
+    if (state != kRingLive && state != kRingExited) continue;  // free, or being taken (read from its start)
+    consume_to(*abi_, r, r.head.load(std::memory_order_acquire));
+    threads_[i].dropped_seen = r.dropped.load();
+    threads_[i].generation = r.generation;
   }
   without_ring_seen_ = abi_->threads_without_ring->load();
   abi_->recording->store(1, std::memory_order_release);
@@ -137,7 +138,13 @@ uint64_t NvtxCollector::drain_locked() {
   const int64_t pid = getpid();
   for (uint32_t i = 0; i < n && i < kMaxRings; ++i) {
     Ring& r = abi_->rings[i];
+    const uint32_t state = r.state.load(std::memory_order_acquire);
+    if (state != kRingLive && state != kRingExited) continue;  // free, or being taken by a new thread
     ThreadState& ts = threads_[i];
+    if (ts.generation != r.generation) {  // a new thread took the ring since the last drain
+      ts = ThreadState{};
+      ts.generation = r.generation;
+    }
     const uint64_t head = r.head.load(std::memory_order_acquire);
     uint64_t tail = r.tail.load(std::memory_order_relaxed);
     most = std::max(most, head - tail);
@@ -177,10 +184,20 @@ uint64_t NvtxCollector::drain_locked() {
       session_.count(Diag::nvtx_records_dropped, dropped - ts.dropped_seen, "NVTX queue segments used up");
       ts.dropped_seen = dropped;
     }
+    if (state == kRingExited) {
+      // Its thread ended and every entry is read: the segment it ended in
+      // goes back, ranges it left open are dropped with its state, and the
+      // ring is free for the next thread.
+      if (head != 0) abi_->free_segment(r.read_segment);
+      ts = ThreadState{};
+      ts.generation = r.generation;
+      r.state.store(kRingFree, std::memory_order_release);
+    }
   }
   const uint64_t without = abi_->threads_without_ring->load();
   if (without > without_ring_seen_) {
-    session_.count(Diag::nvtx_records_dropped, without - without_ring_seen_, "more threads than NVTX queues (256)");
+    session_.count(Diag::nvtx_records_dropped, without - without_ring_seen_,
+                   "more threads recording at once than NVTX queues (256)");
     without_ring_seen_ = without;
   }
   return most;

@@ -73,6 +73,7 @@ class NvtxCollector {
     bool known = false;
     std::unordered_map<uint16_t, std::vector<Open>> stacks;  // by domain
     uint64_t dropped_seen = 0;
+    uint32_t generation = 0;  // the ring's owner this state is for (Ring::generation)
   };
   // Moves every queue's entries into staged_ (no session lock); returns the
   // most entries found in one queue (its backlog before draining).

@@ -7,7 +7,8 @@
 // DomainRangePop, DomainRegisterStringA with handlers that append one entry
 // to the calling thread's queue (nvtx_abi.h): a tick read, a bounded name
 // copy, one release store. No allocation, no lock, no syscall on this path
-// (a thread's first call claims its ring: one CAS and one gettid; once per
+// (a thread's first call claims its ring, or takes one a finished thread
+// left: a CAS or a few, and one gettid; once per
 // segment the producer pops a free segment, one CAS, and if the drain is
 // kWakeSegments behind wakes it, one futex wake).
 // Slots we do not fill (marks, NameOsThread, ...) stay no-ops.
@@ -147,23 +148,65 @@ void setup_once() {
   (void)done;
 }
 
+// Marks the thread's ring exited when the thread ends, for the drain to
+// read to the end and free. An NVTX call later on that thread (from
+// another thread_local's destructor) is not recorded: the ring may already
+// belong to another thread.
+struct RingExit {
+  Ring* ring = nullptr;
+  ~RingExit() {
+    t_ring = nullptr;
+    t_no_ring = true;
+    if (ring) ring->state.store(kRingExited, std::memory_order_release);
+  }
+};
+
+// A ring a finished thread left and the drain freed, reset for this thread;
+// or nullptr.
+Ring* take_free_ring() {
+  const uint32_t n = g_rings_claimed.load(std::memory_order_acquire);
+  for (uint32_t i = 0; i < n && i < kMaxRings; ++i) {
+    Ring& r = g_rings[i];
+    uint32_t expected = kRingFree;
+    if (r.state.load(std::memory_order_relaxed) != kRingFree ||
+        !r.state.compare_exchange_strong(expected, kRingTaking, std::memory_order_acquire)) {
+      continue;
+    }
+    // The consumer is done with it (it set free after its last read) and
+    // reads it again only once it is live (release store in my_ring).
+    r.head.store(0, std::memory_order_relaxed);
+    r.tail.store(0, std::memory_order_relaxed);
+    r.dropped.store(0, std::memory_order_relaxed);
+    r.first_segment = r.write_segment = r.read_segment = kNoSegment;
+    ++r.generation;
+    return &r;
+  }
+  return nullptr;
+}
+
 Ring* my_ring() {
   if (t_ring) return t_ring;
   if (t_no_ring || !g_rings) return nullptr;
-  const uint32_t i = g_rings_claimed.load(std::memory_order_relaxed);
-  uint32_t want = i;
-  while (want < kMaxRings && !g_rings_claimed.compare_exchange_weak(want, want + 1)) {
+  Ring* r = take_free_ring();
+  const bool reused = r != nullptr;
+  if (!reused) {
+    uint32_t want = g_rings_claimed.load(std::memory_order_relaxed);
+    while (want < kMaxRings && !g_rings_claimed.compare_exchange_weak(want, want + 1)) {
+    }
+    if (want >= kMaxRings) {
+      t_no_ring = true;
+      g_threads_without_ring.fetch_add(1, std::memory_order_relaxed);
+      return nullptr;
+    }
+    r = &g_rings[want];
   }
-  if (want >= kMaxRings) {
-    t_no_ring = true;
-    g_threads_without_ring.fetch_add(1, std::memory_order_relaxed);
-    return nullptr;
-  }
-  Ring* r = &g_rings[want];
   // CUPTI's API records carry (uint32_t)pthread_self() as threadId; the same
   // key puts NVTX ranges and CUDA API calls on one thread (docs/clock.md).
   r->tid = static_cast<uint32_t>(pthread_self());
   r->os_tid = static_cast<uint64_t>(syscall(SYS_gettid));
+  if (reused) r->state.store(kRingLive, std::memory_order_release);
+  static thread_local RingExit exit;  // registers its destructor on this thread's first call only
+  exit.ring = r;
   t_ring = r;
   return r;
 }
