@@ -237,6 +237,41 @@ TEST(NvtxInjection, ThreadsThatComeAndGoReuseTheQueuesOfEndedThreads) {
   EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_records_dropped), 0u);
 }
 
+// The injection library's tables hold 64 domains and 4,096 registered
+// strings; registrations beyond them are counted, not dropped silently.
+TEST(NvtxInjection, RegistrationsBeyondTheTablesAreCounted) {
+  ASSERT_TRUE(kInjected);
+  char name[32];
+  for (int i = 0; i < 4096; ++i) {  // whatever earlier tests left, the string table is full after this
+    std::snprintf(name, sizeof name, "fill%d", i);
+    nvtxDomainRegisterStringA(nullptr, name);
+  }
+  for (int i = 0; i < 64; ++i) {
+    std::snprintf(name, sizeof name, "filldomain%d", i);
+    nvtxDomainCreateA(name);
+  }
+  Session s(SessionOptions{});
+  LiveCollector live(s, nvtx_only());
+  live.start();
+  ASSERT_EQ(live.nvtx_off(), "");
+  s.begin_step(0, session_now_ns());
+  for (int i = 0; i < 100; ++i) {
+    std::snprintf(name, sizeof name, "overflow%d", i);
+    nvtxDomainRegisterStringA(nullptr, name);
+  }
+  nvtxDomainRegisterStringA(nullptr, "fill7");  // already registered: found, not lost
+  for (int i = 0; i < 5; ++i) {
+    std::snprintf(name, sizeof name, "overflowdomain%d", i);
+    nvtxDomainCreateA(name);
+  }
+  live.flush();
+  s.end_step(session_now_ns());
+  live.stop();
+  const auto out = s.finish(INT64_MAX / 2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_registrations_lost), 105u);
+}
+
 TEST(NvtxInjection, ForeignInjectionLibraryDegradesAndSaysSo) {
   Session s(SessionOptions{});
   LiveOptions o = nvtx_only();

@@ -49,6 +49,7 @@ inline constexpr uint32_t kNoSegment = UINT32_MAX;
 inline constexpr uint32_t kMaxRings = 256;  // threads that can record at once
 inline constexpr uint32_t kNameBytes = 48;       // name prefix kept per push (NUL-terminated)
 inline constexpr uint32_t kMaxDomains = 64;
+inline constexpr uint32_t kMaxStrings = 4096;  // registered strings (nvtxDomainRegisterStringA)
 
 enum EntryType : uint16_t { kPush = 1, kPop = 2 };
 
@@ -104,6 +105,10 @@ struct Abi {
   void (*free_segment)(uint32_t segment);
   // Segments free now (approximate), for tests and the memory benchmark.
   uint32_t (*free_segments)();
+  // Registrations that found their table full (more than kMaxDomains
+  // domains or kMaxStrings registered strings): the ranges using them are
+  // named "" or counted in the default domain.
+  std::atomic<uint64_t>* registrations_lost;
   // A futex word producers bump (and FUTEX_WAKE) when they start a segment
   // with kWakeSegments or more undrained; the drain thread sleeps on it
   // between polls.

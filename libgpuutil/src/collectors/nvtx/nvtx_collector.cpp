@@ -78,6 +78,7 @@ std::string NvtxCollector::start() {
     threads_[i].generation = r.generation;
   }
   without_ring_seen_ = abi_->threads_without_ring->load();
+  registrations_lost_seen_ = abi_->registrations_lost->load();
   abi_->recording->store(1, std::memory_order_release);
   quit_ = false;
   running_ = true;
@@ -199,6 +200,12 @@ uint64_t NvtxCollector::drain_locked() {
     session_.count(Diag::nvtx_records_dropped, without - without_ring_seen_,
                    "more threads recording at once than NVTX queues (256)");
     without_ring_seen_ = without;
+  }
+  const uint64_t lost = abi_->registrations_lost->load(std::memory_order_relaxed);
+  if (lost > registrations_lost_seen_) {
+    session_.count(Diag::nvtx_registrations_lost, lost - registrations_lost_seen_,
+                   "NVTX domain or string registrations beyond gpuutil's tables");
+    registrations_lost_seen_ = lost;
   }
   return most;
 }

@@ -97,6 +97,7 @@ class NvtxCollector {
   int64_t ns0_ = 0;
   double ns_per_tick_ = 1.0;
   uint64_t without_ring_seen_ = 0;
+  uint64_t registrations_lost_seen_ = 0;
   std::atomic<uint64_t> ranges_stored_{0};
   std::atomic<bool> quit_{false};  // stop(): also bumps and wakes the ABI's futex word
   std::thread drain_;

@@ -36,15 +36,14 @@
 namespace gpuutil::nvtx {
 namespace {
 
-constexpr uint32_t kMaxStrings = 4096;
-
 std::atomic<uint32_t> g_initialized{0};
 std::atomic<uint32_t> g_rings_claimed{0};
 std::atomic<uint64_t> g_threads_without_ring{0};
 std::atomic<uint32_t> g_domains_created{1};  // 0 = default domain
 std::atomic<uint32_t> g_strings{0};
 std::atomic<uint32_t> g_recording{0};  // the collector turns it on
-std::atomic<uint32_t> g_wake{0};       // futex word: bumped when a producer is kWakeSegments ahead
+std::atomic<uint32_t> g_wake{0};
+std::atomic<uint64_t> g_registrations_lost{0};  // a domain or string table was full       // futex word: bumped when a producer is kWakeSegments ahead
 Ring* g_rings = nullptr;
 Entry* g_slab = nullptr;
 uint32_t g_segments = 0;
@@ -308,6 +307,8 @@ nvtxDomainHandle_t NVTX_API domain_create_a(const char* name) {
     std::strncpy(g_domain_names[n], name ? name : "", kNameBytes - 1);
     found = n;
     g_domains_created.store(n + 1, std::memory_order_release);
+  } else if (found == 0) {
+    g_registrations_lost.fetch_add(1, std::memory_order_relaxed);  // its ranges go to the default domain
   }
   g_table_lock.clear(std::memory_order_release);
   return reinterpret_cast<nvtxDomainHandle_t>(static_cast<uintptr_t>(found));
@@ -325,6 +326,8 @@ nvtxStringHandle_t NVTX_API register_string_a(nvtxDomainHandle_t, const char* s)
     std::strncpy(g_strings_table[n], s ? s : "", kNameBytes - 1);
     g_strings.store(n + 1, std::memory_order_release);
     found = n + 1;
+  } else if (!found) {
+    g_registrations_lost.fetch_add(1, std::memory_order_relaxed);  // ranges naming it get ""
   }
   g_table_lock.clear(std::memory_order_release);
   return reinterpret_cast<nvtxStringHandle_t>(static_cast<uintptr_t>(found));
@@ -381,6 +384,7 @@ extern "C" __attribute__((visibility("default"))) const Abi* gpuutil_nvtx_abi() 
   g_abi.segments = g_segments;
   g_abi.free_segment = &push_segment;
   g_abi.free_segments = &free_segments;
+  g_abi.registrations_lost = &g_registrations_lost;
   g_abi.wake = &g_wake;
   return &g_abi;
 }
