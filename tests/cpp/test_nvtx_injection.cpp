@@ -272,6 +272,33 @@ TEST(NvtxInjection, RegistrationsBeyondTheTablesAreCounted) {
   EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_registrations_lost), 105u);
 }
 
+// Pushes that are never popped (an exception skipping the pop, in a loop)
+// must not grow the collector's memory with run length: 1,024 open ranges
+// per thread and domain are kept, deeper pushes are counted as dropped, and
+// the pops that close them still leave the kept ranges correctly paired.
+TEST(NvtxInjection, PushesNestedBeyondTheKeptDepthAreCountedAndPopsStillPair) {
+  ASSERT_TRUE(kInjected);
+  Session s(SessionOptions{});
+  LiveCollector live(s, nvtx_only());
+  live.start();
+  ASSERT_EQ(live.nvtx_off(), "");
+  s.begin_step(0, session_now_ns());
+  std::thread([] {
+    nvtxRangePushA("outermost");
+    for (int i = 0; i < 5000; ++i) nvtxRangePushA("leaked");
+    for (int i = 0; i < 5000; ++i) nvtxRangePop();
+    nvtxRangePop();  // closes "outermost"
+  }).join();
+  live.flush();
+  s.end_step(session_now_ns());
+  live.stop();
+  // 1,024 kept (outermost + 1,023 "leaked"), 3,977 counted; every kept one closed.
+  EXPECT_EQ(live.counters().nvtx_ranges, 1024u);
+  const auto out = s.finish(INT64_MAX / 2);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_records_dropped), 3977u);
+}
+
 TEST(NvtxInjection, ForeignInjectionLibraryDegradesAndSaysSo) {
   Session s(SessionOptions{});
   LiveOptions o = nvtx_only();

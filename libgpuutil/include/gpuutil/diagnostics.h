@@ -54,7 +54,7 @@ const char* to_string(Severity s);
   X(cupti_record_unknown_kind, kInfo, "a CUPTI activity record of a kind gpuutil does not decode; ignored") \
   X(cupti_timestamp_invalid, kWarning, "a CUPTI record had a zero or reversed timestamp; skipped") \
   X(nvtx_collection_off, kInfo, "NVTX ranges are not collected in this session (see example: why)") \
-  X(nvtx_records_dropped, kWarning, "every segment of the NVTX queues' slab (2M push/pop pairs across all threads) was in use, or more than 256 threads recorded at once; ranges were lost (the drain thread fell far behind)") \
+  X(nvtx_records_dropped, kWarning, "every segment of the NVTX queues' slab (2M push/pop pairs across all threads) was in use, or more than 256 threads recorded at once (the drain thread fell far behind), or ranges were nested more than 1024 deep on one thread (pushes never popped); ranges were lost") \
   X(nvtx_registrations_lost, kInfo, "the program registered more NVTX domains (64) or strings (4096) than gpuutil's tables hold; ranges using the rest are unnamed or count in the default domain") \
   X(torch_hook_fallback, kInfo, "the LibTorch RecordFunction hook is not loaded; PyTorch ranges come from Python-level hooks (see example: why)") \
   X(torch_ranges_dropped, kWarning, "PyTorch ranges were lost: every segment of the RecordFunction queues' slab (524,288 ranges across all threads) was in use between two step ends, or ranges nested more than 64 deep on one thread") \

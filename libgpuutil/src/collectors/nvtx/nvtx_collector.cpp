@@ -137,6 +137,7 @@ uint64_t NvtxCollector::drain_locked() {
   }
   const uint32_t n = abi_->rings_claimed->load(std::memory_order_acquire);
   const int64_t pid = getpid();
+  uint64_t too_deep = 0;  // pushes beyond kMaxOpenDepth in this drain
   for (uint32_t i = 0; i < n && i < kMaxRings; ++i) {
     Ring& r = abi_->rings[i];
     const uint32_t state = r.state.load(std::memory_order_acquire);
@@ -155,18 +156,26 @@ uint64_t NvtxCollector::drain_locked() {
     }
     for (; tail != head; ++tail) {
       const Entry& e = consume_entry(*abi_, r, tail);
-      auto& stack = ts.stacks[e.domain];
+      OpenStack& stack = ts.stacks[e.domain];
       if (e.type == kPush) {
-        Open o;
+        if (stack.open.size() >= kMaxOpenDepth) {
+          ++stack.beyond;
+          ++too_deep;
+          continue;
+        }
+        Open& o = stack.open.emplace_back();
         o.ticks = e.ticks;
         std::memcpy(o.name, e.name, kNameBytes);
         o.name[kNameBytes - 1] = '\0';
-        stack.push_back(o);
         continue;
       }
-      if (stack.empty()) continue;  // pop without push (began before the session)
-      const Open o = stack.back();
-      stack.pop_back();
+      if (stack.beyond > 0) {  // closes a push that was too deep to keep
+        --stack.beyond;
+        continue;
+      }
+      if (stack.open.empty()) continue;  // pop without push (began before the session)
+      const Open o = stack.open.back();
+      stack.open.pop_back();
       const char* domain = e.domain < kMaxDomains ? abi_->domain_names[e.domain] : "";
       if (std::strcmp(domain, "gpuutil") == 0) continue;  // our own step ranges
       Session::StagedRange& h = staged_.emplace_back();
@@ -194,6 +203,9 @@ uint64_t NvtxCollector::drain_locked() {
       ts.generation = r.generation;
       r.state.store(kRingFree, std::memory_order_release);
     }
+  }
+  if (too_deep > 0) {
+    session_.count(Diag::nvtx_records_dropped, too_deep, "NVTX ranges nested more than 1024 deep on one thread");
   }
   const uint64_t without = abi_->threads_without_ring->load();
   if (without > without_ring_seen_) {

@@ -68,10 +68,19 @@ class NvtxCollector {
     uint64_t ticks;
     char name[kNameBytes];
   };
+  // A thread's open ranges in one domain. At most kMaxOpenDepth are kept
+  // (pushes that are never popped must not grow memory with run length);
+  // deeper pushes are counted and only their depth is tracked, so the pops
+  // that close them still pair correctly with the kept ones.
+  struct OpenStack {
+    std::vector<Open> open;
+    uint64_t beyond = 0;  // pushes deeper than kMaxOpenDepth, not yet popped
+  };
+  static constexpr size_t kMaxOpenDepth = 1024;
   struct ThreadState {
     uint32_t thread = 0;
     bool known = false;
-    std::unordered_map<uint16_t, std::vector<Open>> stacks;  // by domain
+    std::unordered_map<uint16_t, OpenStack> stacks;  // by domain
     uint64_t dropped_seen = 0;
     uint32_t generation = 0;  // the ring's owner this state is for (Ring::generation)
   };
