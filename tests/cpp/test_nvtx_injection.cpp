@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -410,6 +412,49 @@ TEST(NvtxQueue, WithNoConsumerAThreadBuffersFourTimesTheOldRingAndReadsBackInOrd
   EXPECT_EQ(backwards, 0u);
   // Every segment read is back on the free stack but the one the thread writes into.
   EXPECT_GE(abi.free_segments() + 1, free_before);
+}
+
+// A child forked while recording (a DataLoader worker, forked by default
+// on Linux) has no drain: its NVTX calls must not fill its copy of the slab.
+TEST(NvtxQueue, AForkedChildRecordsNothingIntoItsUndrainedCopyOfTheQueues) {
+  ASSERT_TRUE(kInjected);
+  const Abi& abi = injected_abi();
+  ASSERT_FALSE(HasFailure());
+  abi.recording->store(1);
+  nvtxRangePushA("parent");
+  nvtxRangePop();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    Ring& r = ring_of_this_thread(abi);
+    const uint64_t before = r.head.load();
+    const uint32_t free_before = abi.free_segments();
+    for (int i = 0; i < 100'000; ++i) {
+      nvtxRangePushA("worker");
+      nvtxRangePop();
+    }
+    const uint64_t recorded = r.head.load() - before;
+    const uint32_t taken = free_before - abi.free_segments();
+    char msg[64];
+    const int n = std::snprintf(msg, sizeof msg, "%llu %u", static_cast<unsigned long long>(recorded), taken);
+    (void)!write(fds[1], msg, static_cast<size_t>(n));
+    _exit(0);
+  }
+  close(fds[1]);
+  char buf[64] = {};
+  ASSERT_GT(read(fds[0], buf, sizeof buf - 1), 0);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_STREQ(buf, "0 0") << "entries recorded and segments taken in the child";
+  Ring& mine = ring_of_this_thread(abi);
+  const uint64_t head = mine.head.load();
+  nvtxRangePushA("parent again");
+  EXPECT_EQ(mine.head.load(), head + 1) << "the parent still records";
+  nvtxRangePop();
+  consume_to(abi, mine, mine.head.load());
+  abi.recording->store(0);
 }
 
 TEST(NvtxQueue, AConsumerPausingAtRandomReadsEveryEntryOfARunningProducerInOrder) {

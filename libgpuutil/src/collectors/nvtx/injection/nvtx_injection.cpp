@@ -142,6 +142,9 @@ void setup_once() {
     for (uint32_t i = g_segments; g_rings && i > 0; --i) push_segment(i - 1);
     g_tsc = tsc_invariant() ? 1 : 0;
     std::memset(g_domain_names, 0, sizeof(g_domain_names));
+    // A forked child (a DataLoader worker) has no drain thread: it records
+    // nothing, instead of filling its copy of the slab with entries no one reads.
+    pthread_atfork(nullptr, nullptr, [] { g_recording.store(0, std::memory_order_relaxed); });
     return true;
   }();
   (void)done;
