@@ -13,6 +13,8 @@ echo "== CUPTI decode + store per record (fake records)"
 build/benchmarks/bench_cupti_decode
 echo "== NVTX push/pop with the injection active"
 build/benchmarks/bench_nvtx_pushpop
+echo "== LibTorch hook range queues: record() and drain per range, memory"
+build/benchmarks/bench_hook_queue
 echo "== records and ranges lost at 1M/s with 6 busy loops sharing the cores"
 benchmarks/loaded_host_loss.sh 6 6
 echo "== gpuutil vs HTA idle-time breakdown, end to end"
