@@ -940,6 +940,34 @@ TEST(KinetoRealTraceDetails, RocmTraces) {
   EXPECT_EQ(r.store.activities[0].grid[0], 16384u);
 }
 
+// Document buffers of a MiB or more are whole, 2 MiB-aligned huge pages
+// (one page fault per 2 MiB under THP "madvise"); smaller ones are exact.
+// Either way they start zeroed and grow keeping their contents.
+TEST(TraceBuffers, DocumentBuffersFromAMiBAreWholeAlignedHugePagesAndGrowKeepingTheirBytes) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  for (const size_t asked : {size_t{4096}, (size_t{1} << 20) - 1, size_t{1} << 20, size_t{1800000},
+                             kHuge, kHuge + 1, size_t{5} << 20}) {
+    replay::TraceBytes b;
+    b.allocate(asked);
+    ASSERT_NE(b.data(), nullptr);
+    ASSERT_GE(b.capacity, asked);
+    if (asked >= (size_t{1} << 20)) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kHuge, 0u) << asked;
+      EXPECT_EQ(b.capacity % kHuge, 0u) << asked;
+      EXPECT_LT(b.capacity - asked, kHuge) << asked;
+    } else {
+      EXPECT_EQ(b.capacity, asked);
+    }
+    EXPECT_EQ(std::count(b.data(), b.data() + b.capacity, '\0'), static_cast<std::ptrdiff_t>(b.capacity));
+    std::fill(b.data(), b.data() + b.capacity, 'x');
+    const size_t had = b.capacity;
+    b.grow(had * 2, had);
+    ASSERT_GE(b.capacity, had * 2);
+    EXPECT_EQ(std::count(b.data(), b.data() + had, 'x'), static_cast<std::ptrdiff_t>(had)) << asked;
+    EXPECT_EQ(std::count(b.data() + had, b.data() + b.capacity, '\0'), static_cast<std::ptrdiff_t>(b.capacity - had));
+  }
+}
+
 TEST(KinetoRealTraceDetails, FileAndMemoryImportAgree) {
   REQUIRE_TRACE("hta_event_sync_a100.json.gz");
   const std::string compressed = read_bytes(trace_path("hta_event_sync_a100.json.gz"));

@@ -37,8 +37,9 @@ struct TraceBytes {
   size_t size = 0;      // document length in bytes
   char* data() const { return storage; }
   std::string_view view() const { return {storage, size}; }
-  // Replaces the buffer with `bytes` zero-filled bytes (contents lost);
-  // throws std::bad_alloc.
+  // Replaces the buffer with at least `bytes` zero-filled bytes (contents
+  // lost; from 1 MiB on rounded up to whole 2 MiB huge pages, `capacity`
+  // says how many); throws std::bad_alloc.
   void allocate(size_t bytes);
   // Grows the buffer to `bytes`, keeping its contents (no copy where the
   // kernel can extend or move the mapping); throws std::bad_alloc.
