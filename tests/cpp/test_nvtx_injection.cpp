@@ -38,6 +38,34 @@ LiveOptions nvtx_only() {
   return o;
 }
 
+// One step of an NVTX-only session around body(live): what a test checks.
+struct OneStep {
+  uint64_t ranges = 0;  // NVTX ranges the collector stored
+  uint64_t dropped = 0;          // nvtx_records_dropped
+  uint64_t registrations_lost = 0;  // nvtx_registrations_lost
+};
+template <class Body>
+OneStep nvtx_step(Body body) {
+  Session s(SessionOptions{});
+  LiveCollector live(s, nvtx_only());
+  live.start();
+  EXPECT_EQ(live.nvtx_off(), "");
+  s.begin_step(0, session_now_ns());
+  body(live);
+  live.flush();
+  s.end_step(session_now_ns());
+  live.stop();
+  OneStep r;
+  r.ranges = live.counters().nvtx_ranges;
+  const auto out = s.finish(INT64_MAX / 2);
+  EXPECT_EQ(out.size(), 1u);
+  if (!out.empty()) {
+    r.dropped = out[0].report.diagnostics.count(Diag::nvtx_records_dropped);
+    r.registrations_lost = out[0].report.diagnostics.count(Diag::nvtx_registrations_lost);
+  }
+  return r;
+}
+
 TEST(NvtxInjection, PushPopRangesReachTheSessionWithCategoriesAndDomains) {
   ASSERT_TRUE(kInjected);
   Session s(SessionOptions{});
@@ -215,28 +243,20 @@ TEST(NvtxInjection, NvtxDataloaderRangeIsAttributedAgainstFakeCuptiKernels) {
 // close that thread's open range with its stray pop.
 TEST(NvtxInjection, ThreadsThatComeAndGoReuseTheQueuesOfEndedThreads) {
   ASSERT_TRUE(kInjected);
-  Session s(SessionOptions{});
-  LiveCollector live(s, nvtx_only());
-  live.start();
-  ASSERT_EQ(live.nvtx_off(), "");
-  s.begin_step(0, session_now_ns());
   constexpr int kThreads = 1000;
-  for (int t = 0; t < kThreads; ++t) {
-    std::thread([] {
-      nvtxRangePop();  // nothing open on this thread
-      nvtxRangePushA("worker");
-      nvtxRangePop();
-      nvtxRangePushA("left open");
-    }).join();
-    if (t % 50 == 49) live.flush();  // drains: ended threads' queues are read and freed
-  }
-  live.flush();
-  s.end_step(session_now_ns());
-  live.stop();
-  EXPECT_EQ(live.counters().nvtx_ranges, static_cast<uint64_t>(kThreads)) << "one \"worker\" per thread, nothing else";
-  const auto out = s.finish(INT64_MAX / 2);
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_records_dropped), 0u);
+  const OneStep r = nvtx_step([](LiveCollector& live) {
+    for (int t = 0; t < kThreads; ++t) {
+      std::thread([] {
+        nvtxRangePop();  // nothing open on this thread
+        nvtxRangePushA("worker");
+        nvtxRangePop();
+        nvtxRangePushA("left open");
+      }).join();
+      if (t % 50 == 49) live.flush();  // drains: ended threads' queues are read and freed
+    }
+  });
+  EXPECT_EQ(r.ranges, static_cast<uint64_t>(kThreads)) << "one \"worker\" per thread, nothing else";
+  EXPECT_EQ(r.dropped, 0u);
 }
 
 // The injection library's tables hold 64 domains and 4,096 registered
@@ -252,26 +272,18 @@ TEST(NvtxInjection, RegistrationsBeyondTheTablesAreCounted) {
     std::snprintf(name, sizeof name, "filldomain%d", i);
     nvtxDomainCreateA(name);
   }
-  Session s(SessionOptions{});
-  LiveCollector live(s, nvtx_only());
-  live.start();
-  ASSERT_EQ(live.nvtx_off(), "");
-  s.begin_step(0, session_now_ns());
-  for (int i = 0; i < 100; ++i) {
-    std::snprintf(name, sizeof name, "overflow%d", i);
-    nvtxDomainRegisterStringA(nullptr, name);
-  }
-  nvtxDomainRegisterStringA(nullptr, "fill7");  // already registered: found, not lost
-  for (int i = 0; i < 5; ++i) {
-    std::snprintf(name, sizeof name, "overflowdomain%d", i);
-    nvtxDomainCreateA(name);
-  }
-  live.flush();
-  s.end_step(session_now_ns());
-  live.stop();
-  const auto out = s.finish(INT64_MAX / 2);
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_registrations_lost), 105u);
+  const OneStep r = nvtx_step([&name](LiveCollector&) {
+    for (int i = 0; i < 100; ++i) {
+      std::snprintf(name, sizeof name, "overflow%d", i);
+      nvtxDomainRegisterStringA(nullptr, name);
+    }
+    nvtxDomainRegisterStringA(nullptr, "fill7");  // already registered: found, not lost
+    for (int i = 0; i < 5; ++i) {
+      std::snprintf(name, sizeof name, "overflowdomain%d", i);
+      nvtxDomainCreateA(name);
+    }
+  });
+  EXPECT_EQ(r.registrations_lost, 105u);
 }
 
 // Pushes that are never popped (an exception skipping the pop, in a loop)
@@ -280,25 +292,17 @@ TEST(NvtxInjection, RegistrationsBeyondTheTablesAreCounted) {
 // the pops that close them still leave the kept ranges correctly paired.
 TEST(NvtxInjection, PushesNestedBeyondTheKeptDepthAreCountedAndPopsStillPair) {
   ASSERT_TRUE(kInjected);
-  Session s(SessionOptions{});
-  LiveCollector live(s, nvtx_only());
-  live.start();
-  ASSERT_EQ(live.nvtx_off(), "");
-  s.begin_step(0, session_now_ns());
-  std::thread([] {
-    nvtxRangePushA("outermost");
-    for (int i = 0; i < 5000; ++i) nvtxRangePushA("leaked");
-    for (int i = 0; i < 5000; ++i) nvtxRangePop();
-    nvtxRangePop();  // closes "outermost"
-  }).join();
-  live.flush();
-  s.end_step(session_now_ns());
-  live.stop();
+  const OneStep r = nvtx_step([](LiveCollector&) {
+    std::thread([] {
+      nvtxRangePushA("outermost");
+      for (int i = 0; i < 5000; ++i) nvtxRangePushA("leaked");
+      for (int i = 0; i < 5000; ++i) nvtxRangePop();
+      nvtxRangePop();  // closes "outermost"
+    }).join();
+  });
   // 1,024 kept (outermost + 1,023 "leaked"), 3,977 counted; every kept one closed.
-  EXPECT_EQ(live.counters().nvtx_ranges, 1024u);
-  const auto out = s.finish(INT64_MAX / 2);
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].report.diagnostics.count(Diag::nvtx_records_dropped), 3977u);
+  EXPECT_EQ(r.ranges, 1024u);
+  EXPECT_EQ(r.dropped, 3977u);
 }
 
 TEST(NvtxInjection, ForeignInjectionLibraryDegradesAndSaysSo) {
