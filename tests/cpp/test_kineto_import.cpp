@@ -965,6 +965,11 @@ TEST(TraceBuffers, DocumentBuffersFromAMiBAreWholeAlignedHugePagesAndGrowKeeping
     ASSERT_GE(b.capacity, had * 2);
     EXPECT_EQ(std::count(b.data(), b.data() + had, 'x'), static_cast<std::ptrdiff_t>(had)) << asked;
     EXPECT_EQ(std::count(b.data() + had, b.data() + b.capacity, '\0'), static_cast<std::ptrdiff_t>(b.capacity - had));
+    // A reused buffer (the streaming window) is exactly what was asked: its
+    // resident memory stays the window's.
+    replay::TraceBytes window;
+    window.allocate(asked, /*once=*/false);
+    EXPECT_EQ(window.capacity, asked);
   }
 }
 

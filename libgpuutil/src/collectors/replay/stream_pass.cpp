@@ -84,7 +84,7 @@ void carry(TraceBytes& window, size_t from, size_t* have) {
 
 StreamOutcome Importer::run_stream(TraceSource& source, TraceBytes& window, size_t window_bytes,
                                    const std::string* not_json_prefix, std::string* error) {
-  window.allocate(std::max(window_bytes, kSniffBytes) + kTracePaddingBytes);
+  window.allocate(std::max(window_bytes, kSniffBytes) + kTracePaddingBytes, /*written_once=*/false);
   size_t have = 0;
   bool ended = false;
 

@@ -52,23 +52,29 @@ struct FileCloser {
 // document). A hint only: a kernel without THP, or with THP off, ignores or
 // refuses it. Only whole, aligned 2 MiB ranges can be huge pages, so such
 // buffers are mapped 2 MiB-aligned and rounded up to whole huge pages.
+// A reused buffer (the streaming window) is only hinted from 4 MiB, where
+// its aligned interior can be huge pages without rounding it up.
 constexpr size_t kHugePageBytes = size_t{2} << 20;
 constexpr size_t kHugeMinBytes = size_t{1} << 20;
-void advise_huge_pages(void* p, size_t bytes) {
+constexpr size_t kHugeMinReusedBytes = 2 * kHugePageBytes;
+void advise_huge_pages(void* p, size_t bytes, bool written_once) {
 #ifdef MADV_HUGEPAGE
-  if (bytes >= kHugeMinBytes) (void)madvise(p, bytes, MADV_HUGEPAGE);
+  if (bytes >= (written_once ? kHugeMinBytes : kHugeMinReusedBytes)) (void)madvise(p, bytes, MADV_HUGEPAGE);
 #else
   (void)p;
   (void)bytes;
+  (void)written_once;
 #endif
 }
 
-// `*bytes` of fresh zeroed memory (rounded up to whole huge pages and
-// 2 MiB-aligned from kHugeMinBytes on), or nullptr.
-char* map_buffer(size_t* bytes) {
-  if (*bytes < kHugeMinBytes) {
+// `*bytes` of fresh zeroed memory (with `huge`, rounded up to whole huge
+// pages and 2 MiB-aligned), or nullptr.
+char* map_buffer(size_t* bytes, bool huge) {
+  if (!huge) {
     void* p = mmap(nullptr, *bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+    if (p == MAP_FAILED) return nullptr;
+    advise_huge_pages(p, *bytes, /*written_once=*/false);
+    return static_cast<char*>(p);
   }
   const size_t rounded = (*bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   const size_t reserve = rounded + kHugePageBytes;
@@ -80,7 +86,7 @@ char* map_buffer(size_t* bytes) {
   if (aligned > base) munmap(base, static_cast<size_t>(aligned - base));
   char* end = aligned + rounded;
   if (end < base + reserve) munmap(end, static_cast<size_t>(base + reserve - end));
-  advise_huge_pages(aligned, rounded);
+  advise_huge_pages(aligned, rounded, /*written_once=*/true);
   *bytes = rounded;
   return aligned;
 }
@@ -99,15 +105,17 @@ TraceBytes& TraceBytes::operator=(TraceBytes&& o) noexcept {
     clear();
     storage = std::exchange(o.storage, nullptr);
     capacity = std::exchange(o.capacity, 0);
+    written_once = o.written_once;
     size = std::exchange(o.size, 0);
   }
   return *this;
 }
 
-void TraceBytes::allocate(size_t bytes) {
+void TraceBytes::allocate(size_t bytes, bool once) {
   clear();
+  written_once = once;
   if (bytes == 0) return;
-  char* p = map_buffer(&bytes);
+  char* p = map_buffer(&bytes, once && bytes >= kHugeMinBytes);
   if (p == nullptr) throw std::bad_alloc();
   storage = p;
   capacity = bytes;
@@ -116,13 +124,13 @@ void TraceBytes::allocate(size_t bytes) {
 
 void TraceBytes::grow(size_t bytes, size_t keep) {
   if (storage == nullptr) {
-    allocate(bytes);
+    allocate(bytes, written_once);
     return;
   }
   (void)keep;  // mremap keeps everything
   void* p = mremap(storage, capacity, bytes, MREMAP_MAYMOVE);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  advise_huge_pages(p, bytes);
+  advise_huge_pages(p, bytes, written_once);
   storage = static_cast<char*>(p);
   capacity = bytes;
 }

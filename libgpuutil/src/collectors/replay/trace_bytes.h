@@ -4,8 +4,9 @@
 // the document, so the JSON parser can read them in place without another
 // copy. The buffer is allocated uninitialised (a 32 MB trace is written once
 // by the decompressor, not zero-filled first); only the padding is zeroed.
-// (Transparent huge pages were measured and dropped: a median gain with
-// 50-100 ms compaction stalls on some calls; benchmarks/RESULTS.md.)
+// Whole-document buffers carry a transparent-huge-page hint (see
+// allocate; an early try without alignment saw compaction stalls, later
+// runs on this project's VMs none: benchmarks/RESULTS.md).
 // Gzip is detected by its magic bytes (1f 8b), not by the file name;
 // concatenated gzip members are decompressed in sequence. Internal to the
 // replay collector.
@@ -35,12 +36,16 @@ struct TraceBytes {
   char* storage = nullptr;  // `capacity` bytes
   size_t capacity = 0;  // capacity >= size + kTracePaddingBytes once filled
   size_t size = 0;      // document length in bytes
+  bool written_once = true;  // as allocated (see allocate); growth keeps its huge-page hint
   char* data() const { return storage; }
   std::string_view view() const { return {storage, size}; }
   // Replaces the buffer with at least `bytes` zero-filled bytes (contents
-  // lost; from 1 MiB on rounded up to whole 2 MiB huge pages, `capacity`
-  // says how many); throws std::bad_alloc.
-  void allocate(size_t bytes);
+  // lost); throws std::bad_alloc. A buffer written once front to back (a
+  // whole document: `once`) is, from 1 MiB on, rounded up to whole
+  // 2 MiB huge pages (`capacity` says how many); a reused one (the
+  // streaming window) is exactly `bytes`, so its resident memory stays the
+  // window's.
+  void allocate(size_t bytes, bool once = true);
   // Grows the buffer to `bytes`, keeping its contents (no copy where the
   // kernel can extend or move the mapping); throws std::bad_alloc.
   void grow(size_t bytes, size_t keep);
