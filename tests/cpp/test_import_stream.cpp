@@ -46,6 +46,7 @@ using test::kineto_events;
 ImportOptions serial_options() {
   ImportOptions o;
   o.threads = 1;
+  o.piece_bytes = 0;
   o.stream_min_bytes = SIZE_MAX;
   return o;
 }

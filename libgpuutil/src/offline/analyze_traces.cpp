@@ -26,8 +26,10 @@ ImportResult import_one(const TraceInput& input, const ImportOptions& options) {
 // Results keep the order of `inputs`.
 std::vector<ImportResult> import_all(const std::vector<TraceInput>& inputs) {
   std::vector<ImportResult> results(inputs.size());
-  const size_t hw = std::max<size_t>(1, std::thread::hardware_concurrency());
-  const size_t workers = std::min(inputs.size(), hw);
+  // One input asks nothing of the hardware (reading the thread count costs
+  // a sysfs read).
+  const size_t workers =
+      inputs.size() <= 1 ? 1 : std::min(inputs.size(), std::max<size_t>(1, std::thread::hardware_concurrency()));
   if (workers <= 1) {
     for (size_t i = 0; i < inputs.size(); ++i) results[i] = import_one(inputs[i], ImportOptions{});
     return results;

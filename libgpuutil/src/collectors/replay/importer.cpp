@@ -11,13 +11,16 @@
 // second parse) runs only when the first parse fails; a trace that parses
 // is valid UTF-8 and would have needed no repair.
 //
-// The parallel pass cuts the traceEvents array into chunks
-// (parallel_split.h): worker threads read chunks 1..n-1 (event_chunk.h)
-// while this thread reads chunk 0 - the top-level keys before the cut and
-// the first events - mapping as it goes. It then maps the workers' events
-// in order and reads the top-level keys after the array.
+// The parallel pass cuts the traceEvents array into pieces, in one run
+// per thread (parallel_split.h): worker threads read runs 1..n-1
+// (event_chunk.h) while this thread reads run 0 - the top-level keys before
+// the first cut and the first events - mapping as it goes. It then maps
+// the workers' events in order and reads the top-level keys after the
+// array. With one thread the same pass reads the pieces one after another,
+// with one parser.
 #include "collectors/replay/importer.h"
 
+#include <functional>
 #include <memory>
 #include <system_error>
 #include <thread>
@@ -211,26 +214,34 @@ struct JoinAll {
 bool Importer::run_split(TraceBytes& bytes, size_t skip, const SplitPlan& plan) {
   char* text = bytes.data() + skip;
   const size_t capacity_bytes = bytes.capacity - skip;
-  const size_t chunks = plan.chunk_count();
+  const size_t groups = plan.group_count();
   plan.plant(text);
   std::vector<std::unique_ptr<ChunkRead>> reads;
   std::vector<std::thread> threads;
+  size_t after_offset = 0;
   bool ok = true;
   {
     const JoinAll join{&threads};
     try {
-      for (size_t i = 1; i < chunks; ++i) reads.push_back(std::make_unique<ChunkRead>());
-      threads.reserve(chunks - 1);
-      for (size_t i = 1; i < chunks; ++i) {
-        const ChunkSpan span = plan.chunk(i);
-        threads.emplace_back(read_event_chunk, text, span.begin_offset, span.end_offset, capacity_bytes,
-                             i + 1 < chunks, reads[i - 1].get());
+      for (size_t g = 1; g < groups; ++g) reads.push_back(std::make_unique<ChunkRead>());
+      threads.reserve(groups - 1);
+      for (size_t g = 1; g < groups; ++g) {
+        threads.emplace_back(read_event_chunk, text, std::cref(plan), g, capacity_bytes, reads[g - 1].get());
       }
     } catch (const std::system_error&) {
       ok = false;  // no thread to be had: the serial pass will do
     }
+    // This thread's pieces: the first holds the keys before the events
+    // array; each is mapped as it is read.
     if (ok) {
-      ok = read_first_chunk(text, plan.chunk(0).size_bytes(), capacity_bytes, plan.root(), plan.first_close_offset());
+      ok = read_first_chunk(text, plan.piece(0).size_bytes(), capacity_bytes, plan.root(), plan.first_close_offset());
+    }
+    for (size_t i = 1; ok && i < plan.group_end_piece(0); ++i) {
+      const ChunkSpan span = plan.piece(i);
+      size_t after = 0;
+      ok = read_piece(text + span.begin_offset, span.size_bytes(), capacity_bytes - span.begin_offset, &after) &&
+           (after == span.size_bytes() || i + 1 == plan.piece_count());
+      after_offset = span.begin_offset + after;
     }
   }
   for (const auto& read : reads) ok = ok && read->ok;
@@ -238,17 +249,17 @@ bool Importer::run_split(TraceBytes& bytes, size_t skip, const SplitPlan& plan) 
     plan.restore(text);
     return false;
   }
-  const size_t after_offset = reads.back()->after_array_offset;
+  if (!reads.empty()) after_offset = reads.back()->after_array_offset;
   for (auto& read : reads) {
     map_chunk(*read);
     read.reset();  // its parser and events are no longer needed
   }
   plan.restore_root_close(text);
-  ok = read_after_events(text, plan.chunk(chunks - 1).end_offset, capacity_bytes, plan.root(), after_offset,
-                         plan.root_close_offset());
+  ok = read_after_events(text, plan.piece(plan.piece_count() - 1).end_offset, capacity_bytes, plan.root(),
+                         after_offset, plan.root_close_offset());
   plan.restore(text);
   if (!ok) return false;
-  result_->ok = true;  // chunk 0 held the events array
+  result_->ok = true;  // piece 0 held the events array
   mapper_.finish();
   return true;
 }

@@ -5,9 +5,10 @@
 // - run(): the serial pass, one simdjson On Demand walk over the whole
 //   document. Structural faults stop it and become the result's error;
 //   invalid UTF-8 is repaired and the document parsed again.
-// - run_split() (importer.cpp): the parallel pass over chunks cut by a
-//   SplitPlan; worker threads read chunks 1..n-1 while this thread reads
-//   chunk 0 and maps; then the workers' events are mapped in order.
+// - run_split() (importer.cpp): the piece pass over the pieces a SplitPlan
+//   cuts, one run of pieces per thread; worker threads read runs 1..n-1
+//   while this thread reads run 0 and maps; then the workers' events are
+//   mapped in order. Each thread reuses one parser for its pieces.
 // - run_stream() (stream_pass.cpp): the streaming pass, which reads the
 //   document from a TraceSource in windows, cuts each window after its last
 //   event separator and maps each piece before reading the next, so only a
@@ -59,7 +60,7 @@ class Importer {
   // The serial pass: parses bytes (text_ starts `skip` bytes in) into the
   // store, repairing invalid UTF-8 first when needed.
   void run(TraceBytes& bytes, size_t skip);
-  // The parallel pass over the chunks `plan` cuts. Returns false when the
+  // The piece pass over the pieces `plan` cuts. Returns false when the
   // attempt must be thrown away (the result is then half-filled; the bytes
   // are as they were).
   bool run_split(TraceBytes& bytes, size_t skip, const SplitPlan& plan);

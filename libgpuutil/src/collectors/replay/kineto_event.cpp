@@ -7,6 +7,7 @@
 // wrong type never leaves the iterator in an error state.
 #include "collectors/replay/kineto_event.h"
 
+#include <cstring>
 #include <utility>
 
 #include "collectors/replay/decimal_time.h"
@@ -37,6 +38,17 @@ error_code read_string(value& v, FieldState* state, std::string_view* out) noexc
   if (auto e = peek_type(v, &type)) return e;
   if (type != json_type::string) {
     *state = FieldState::kWrongType;
+    return SUCCESS;
+  }
+  // A string with no escape is its token's bytes between the quotes: a
+  // view into the document, no copy into the parser's string buffer (stage 1
+  // has validated its UTF-8 and refused unescaped control characters). One
+  // with a backslash is unescaped by simdjson into that buffer.
+  const std::string_view token = trim_token(v.raw_json_token());
+  if (token.size() >= 2 && token.back() == '"' &&
+      std::memchr(token.data() + 1, '\\', token.size() - 2) == nullptr) {
+    *out = token.substr(1, token.size() - 2);
+    *state = FieldState::kOk;
     return SUCCESS;
   }
   const error_code e = v.get_string().get(*out);

@@ -2,8 +2,9 @@
 // which pass reads a document (importer.h), and the fallbacks between them.
 //
 // - A document below ImportOptions::stream_min_bytes is read whole into
-//   memory (trace_bytes.h) and parsed by the parallel pass when it is large
-//   enough for that, else by the serial pass.
+//   memory (trace_bytes.h) and parsed by the piece pass (on two threads
+//   when it is large enough for that) when it holds two pieces or a second
+//   thread is used, else by the serial pass.
 // - A larger one (a plain file's size, a gzip stream's trailer; an unknown
 //   size counts as large) is streamed (stream_pass.cpp): read in windows of
 //   stream_window_bytes, each mapped before the next is read.
@@ -49,6 +50,9 @@ std::atomic<uint64_t> g_stream_abandoned{0};
 
 // How many threads to parse a document of `size_bytes` with.
 size_t parse_threads(const ImportOptions& options, size_t size_bytes) {
+  // Checked first: asking for the hardware threads reads sysfs (about
+  // 50-90 us on a first call), a cost no small document should pay.
+  if (size_bytes < options.parallel_min_bytes || options.threads == 1) return 1;
   unsigned threads = options.threads;
   if (threads == 0) {
     const char* env = std::getenv("GPUUTIL_IMPORT_THREADS");
@@ -56,8 +60,7 @@ size_t parse_threads(const ImportOptions& options, size_t size_bytes) {
   }
   if (threads == 0) threads = std::min(kAutoParseThreads, std::max(1u, std::thread::hardware_concurrency()));
   threads = std::min(threads, kMaxParseThreads);
-  if (threads < 2 || size_bytes < options.parallel_min_bytes) return 1;
-  return threads;
+  return threads < 2 ? 1 : threads;
 }
 
 void import_bytes(TraceBytes& bytes, ImportResult* result, const ImportOptions& options) {
@@ -66,8 +69,10 @@ void import_bytes(TraceBytes& bytes, ImportResult* result, const ImportOptions& 
   if (text.size() >= 3 && std::memcmp(text.data(), "\xEF\xBB\xBF", 3) == 0) skip = 3;  // UTF-8 BOM
   text = text.substr(skip);
   const size_t threads = parse_threads(options, text.size());
+  const size_t piece_bytes =
+      options.piece_bytes > 0 && text.size() / 2 >= options.piece_bytes ? options.piece_bytes : 0;
   SplitPlan plan;
-  if (threads > 1 && plan.make(text, threads, kFirstChunkShare)) {
+  if ((threads > 1 || piece_bytes > 0) && plan.make(text, threads, kFirstChunkShare, piece_bytes)) {
     {
       Importer importer(result, text);
       if (importer.run_split(bytes, skip, plan)) {

@@ -2,6 +2,7 @@
 // parallel_split.h).
 #include "collectors/replay/parallel_split.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace gpuutil::replay {
@@ -66,10 +67,33 @@ size_t find_last_event_separator(std::string_view text, size_t from_offset) {
   return std::string_view::npos;
 }
 
-bool SplitPlan::make(std::string_view text, size_t chunks, double first_share) {
+void SplitPlan::add_cut(std::string_view text, size_t comma) {
+  cut_offsets_.push_back(comma);
+  saved_.push_back({text[comma + 1], text[comma + 2]});
+}
+
+void SplitPlan::cut_pieces(std::string_view text, size_t from, size_t end, size_t piece_bytes) {
+  if (piece_bytes == 0) return;
+  // Each piece ends at the first separator past piece_bytes from its start;
+  // a last piece under half that is left to the one before it.
+  for (size_t start = from;;) {
+    const size_t target = start + piece_bytes;
+    if (target >= end || end - target <= piece_bytes / 2) return;
+    const size_t comma = find_event_separator(text, target, std::min(end, target + piece_bytes));
+    if (comma == std::string_view::npos || comma + kCutWhitespaceBytes >= end) {
+      start = target;  // no separator near the target: the piece grows
+      continue;
+    }
+    add_cut(text, comma);
+    start = comma + kCutWhitespaceBytes + 1;
+  }
+}
+
+bool SplitPlan::make(std::string_view text, size_t groups, double first_share, size_t piece_bytes) {
   cut_offsets_.clear();
   saved_.clear();
-  if (chunks < 2 || text.empty()) return false;
+  group_first_piece_.clear();
+  if (groups < 1 || text.empty() || (groups < 2 && piece_bytes == 0)) return false;
   size_t first = 0;
   while (first < text.size() && is_json_space(text[first])) ++first;
   size_t last = text.size();
@@ -86,31 +110,58 @@ bool SplitPlan::make(std::string_view text, size_t chunks, double first_share) {
   root_close_offset_ = last - 1;
   size_bytes_ = text.size();
 
-  // Targets: chunk 0 ends at first_share of the document, the rest evenly.
-  if (first_share <= 0.0 || first_share >= 1.0) first_share = 1.0 / static_cast<double>(chunks);
-  const double first_end = first_share * static_cast<double>(text.size());
-  const double rest_each = (static_cast<double>(text.size()) - first_end) / static_cast<double>(chunks - 1);
-  size_t from = first + 1;
-  for (size_t i = 0; i + 1 < chunks; ++i) {
-    const auto target = static_cast<size_t>(first_end + rest_each * static_cast<double>(i));
-    const auto next_target = static_cast<size_t>(first_end + rest_each * static_cast<double>(i + 1));
-    // Search up to the next cut's target so the chunks stay in order.
-    const size_t comma = find_event_separator(text, target < from ? from : target,
-                                              i + 2 < chunks ? next_target : root_close_offset_);
-    if (comma == std::string_view::npos || comma + kCutWhitespaceBytes >= root_close_offset_) continue;
-    cut_offsets_.push_back(comma);
-    saved_.push_back({text[comma + 1], text[comma + 2]});
-    from = comma + kCutWhitespaceBytes + 1;
+  // The groups' cuts: group 0 ends at first_share of the document, the
+  // rest evenly.
+  std::vector<size_t> group_cuts;
+  if (groups >= 2) {
+    if (first_share <= 0.0 || first_share >= 1.0) first_share = 1.0 / static_cast<double>(groups);
+    const double first_end = first_share * static_cast<double>(text.size());
+    const double rest_each = (static_cast<double>(text.size()) - first_end) / static_cast<double>(groups - 1);
+    size_t from = first + 1;
+    for (size_t i = 0; i + 1 < groups; ++i) {
+      const auto target = static_cast<size_t>(first_end + rest_each * static_cast<double>(i));
+      const auto next_target = static_cast<size_t>(first_end + rest_each * static_cast<double>(i + 1));
+      // Search up to the next cut's target so the groups stay in order.
+      const size_t comma = find_event_separator(text, target < from ? from : target,
+                                                i + 2 < groups ? next_target : root_close_offset_);
+      if (comma == std::string_view::npos || comma + kCutWhitespaceBytes >= root_close_offset_) continue;
+      group_cuts.push_back(comma);
+      from = comma + kCutWhitespaceBytes + 1;
+    }
   }
-  return !cut_offsets_.empty();
+
+  // Each group cut into pieces. Group 0's first piece holds the keys
+  // before the events array whole: its pieces start after the key.
+  size_t events_key = std::string_view::npos;
+  if (root_ == RootKind::kObject) {
+    constexpr std::string_view kEventsKey = "\"traceEvents\"";
+    events_key = text.find(kEventsKey, first);
+  }
+  group_first_piece_.push_back(0);
+  size_t from = root_ == RootKind::kArray ? first + 1 : events_key;
+  for (size_t g = 0; g <= group_cuts.size(); ++g) {
+    const size_t end = g < group_cuts.size() ? group_cuts[g] : root_close_offset_;
+    if (from != std::string_view::npos && from < end) cut_pieces(text, from, end, piece_bytes);
+    if (g < group_cuts.size()) {
+      add_cut(text, group_cuts[g]);
+      group_first_piece_.push_back(cut_offsets_.size());
+      from = group_cuts[g] + kCutWhitespaceBytes + 1;
+    }
+  }
+  if (cut_offsets_.empty()) {
+    group_first_piece_.clear();
+    saved_.clear();
+    return false;
+  }
+  return true;
 }
 
-ChunkSpan SplitPlan::chunk(size_t i) const {
+ChunkSpan SplitPlan::piece(size_t i) const {
   // Object root: `]}` at the comma, `[` after; array root: `]`, then `[`.
   const size_t open_after_comma = root_ == RootKind::kObject ? 2 : 1;
   ChunkSpan span;
   span.begin_offset = i == 0 ? 0 : cut_offsets_[i - 1] + open_after_comma;
-  if (i + 1 < chunk_count()) {
+  if (i + 1 < piece_count()) {
     span.end_offset = cut_offsets_[i] + 1 + (i == 0 && root_ == RootKind::kObject ? 1 : 0);
   } else {
     span.end_offset = size_bytes_;
