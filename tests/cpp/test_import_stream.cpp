@@ -27,6 +27,7 @@
 
 #include "collectors/replay/import_passes.h"
 #include "collectors/replay/trace_bytes.h"
+#include "collectors/replay/trace_source.h"
 #include "gpuutil/kineto_import.h"
 #include "gzip_bytes.h"
 #include "import_compare.h"
@@ -56,6 +57,14 @@ ImportOptions stream_options(size_t window_bytes) {
   o.threads = 1;
   o.stream_min_bytes = 0;
   o.stream_window_bytes = window_bytes;
+  return o;
+}
+
+// Streaming with a second thread allowed: a gzip stream is inflated ahead
+// of the parse (TraceSource::read_ahead).
+ImportOptions stream_ahead_options(size_t window_bytes) {
+  ImportOptions o = stream_options(window_bytes);
+  o.threads = 2;
   return o;
 }
 
@@ -273,6 +282,12 @@ TEST(StreamImport, GzipStreamsAndConcatenatedMembers) {
   const std::string two = gzip_bytes(doc.substr(0, half)) + gzip_bytes(doc.substr(half));
   EXPECT_STREQ(pass_name(observe([&] { streamed = import_kineto_json(two, "<doc>", stream_options(4096)); })), "stream");
   EXPECT_EQ(first_difference(import_kineto_json(doc, "<doc>", serial_options()), streamed), "");
+  // Inflated ahead on a second thread: the same.
+  for (const std::string* bytes : {&gz, &two}) {
+    EXPECT_STREQ(pass_name(observe([&] { streamed = import_kineto_json(*bytes, "<doc>", stream_ahead_options(4096)); })),
+                 "stream");
+    EXPECT_EQ(first_difference(import_kineto_json(doc, "<doc>", serial_options()), streamed), "");
+  }
   // Trailing garbage after the last member is ignored, as gunzip() does.
   EXPECT_EQ(first_difference(import_kineto_json(gz + "xyz", "<doc>", serial_options()),
                              import_kineto_json(gz + "xyz", "<doc>", stream_options(4096))),
@@ -295,6 +310,8 @@ TEST(StreamImport, GzipAndFileFaultsReadLikeTheWholeDocumentPass) {
     const ImportResult streamed = import_kineto_file(path, stream_options(4096));
     EXPECT_FALSE(streamed.ok) << name;
     EXPECT_EQ(first_difference(whole, streamed), "") << name << ": " << streamed.error;
+    const ImportResult ahead = import_kineto_file(path, stream_ahead_options(4096));
+    EXPECT_EQ(first_difference(whole, ahead), "") << name << " read ahead: " << ahead.error;
     EXPECT_EQ(first_difference(import_kineto_json(bytes, "<doc>", serial_options()),
                                import_kineto_json(bytes, "<doc>", stream_options(4096))),
               "")
@@ -305,6 +322,79 @@ TEST(StreamImport, GzipAndFileFaultsReadLikeTheWholeDocumentPass) {
   EXPECT_NE(dir.error.find("is a directory"), std::string::npos) << dir.error;
   const ImportResult missing = import_kineto_file("/nonexistent/trace.json", stream_options(4096));
   EXPECT_NE(missing.error.find("cannot open /nonexistent/trace.json"), std::string::npos) << missing.error;
+}
+
+// ---------------------------------------------------------------- read-ahead
+
+// Everything `source` hands over, read `chunk` bytes at a time, with the
+// bytes of a failing read: the bytes, and the error ("" when none).
+std::pair<std::string, std::string> drain(replay::TraceSource& source, size_t chunk) {
+  std::string out;
+  std::string buffer(chunk, '\0');
+  for (;;) {
+    size_t got = 0;
+    std::string error;
+    const bool ok = source.read(buffer.data(), chunk, &got, &error);
+    out.append(buffer.data(), got);
+    if (!ok) return {out, error};
+    if (got < chunk) return {out, ""};
+  }
+}
+
+TEST(ReadAhead, HandsOverTheSameBytesWhateverTheBlockAndReadSizes) {
+  const std::string doc = planted();
+  const std::string gz = gzip_bytes(doc);
+  const std::string two = gzip_bytes(doc.substr(0, 1000)) + gzip_bytes(doc.substr(1000));
+  for (const std::string* bytes : {&gz, &two, &doc}) {
+    for (const size_t block : {size_t{37}, size_t{4096}, size_t{1} << 20}) {
+      for (const size_t chunk : {size_t{1}, size_t{7}, size_t{4095}, size_t{300000}}) {
+        replay::TraceSource source;
+        source.open_memory(*bytes);
+        ASSERT_TRUE(source.read_ahead(block, 2));
+        const auto [out, error] = drain(source, chunk);
+        EXPECT_EQ(error, "") << "block " << block << ", reads of " << chunk;
+        EXPECT_TRUE(out == doc) << "block " << block << ", reads of " << chunk << ": " << out.size() << " of "
+                                << doc.size() << " bytes";
+      }
+    }
+  }
+}
+
+TEST(ReadAhead, AFaultComesAfterEveryByteBeforeItWithTheSameError) {
+  const std::string doc = planted();
+  const std::string gz = gzip_bytes(doc);
+  for (const std::string& bad : {gz.substr(0, gz.size() * 2 / 3), gz.substr(0, gz.size() - 4),
+                                 gz.substr(0, 40) + std::string(200, '\x55') + gz.substr(240)}) {
+    replay::TraceSource direct;
+    direct.open_memory(bad);
+    const auto [direct_bytes, direct_error] = drain(direct, 4096);
+    ASSERT_NE(direct_error, "");
+    for (const size_t block : {size_t{64}, size_t{4096}, size_t{65536}}) {
+      replay::TraceSource ahead;
+      ahead.open_memory(bad);
+      ASSERT_TRUE(ahead.read_ahead(block, 3));
+      const auto [bytes, error] = drain(ahead, 4096);
+      EXPECT_EQ(error, direct_error) << "block " << block;
+      EXPECT_TRUE(bytes == direct_bytes) << "block " << block << ": " << bytes.size() << " bytes, read directly "
+                                         << direct_bytes.size();
+    }
+  }
+}
+
+TEST(ReadAhead, AReaderThatStopsEarlyStopsTheThread) {
+  // The thread is blocked on full blocks when the source goes away; the
+  // destructor must wake and join it (a hang fails by ctest's timeout).
+  const std::string gz = gzip_bytes(kineto_doc(3000, "", ""));
+  for (int i = 0; i < 50; ++i) {
+    replay::TraceSource source;
+    source.open_memory(gz);
+    ASSERT_TRUE(source.read_ahead(256, 2));
+    char first[10];
+    size_t got = 0;
+    std::string error;
+    ASSERT_TRUE(source.read(first, sizeof first, &got, &error)) << error;
+    EXPECT_EQ(got, sizeof first);
+  }
 }
 
 // ---------------------------------------------------------------- real traces
@@ -330,6 +420,11 @@ TEST(StreamImport, EveryRealTraceMatchesSerial) {
         streamed += pass == Pass::kStream;
       }
     }
+    ImportResult ahead;
+    const Pass pass =
+        observe([&] { ahead = import_kineto_file(path, stream_ahead_options(ImportOptions{}.stream_window_bytes)); });
+    EXPECT_EQ(first_difference(serial, ahead), "") << path << ", read ahead";
+    EXPECT_NE(pass, Pass::kAbandoned) << path << ": stream abandoned, read ahead";
     std::filesystem::remove(plain_path);
   }
   EXPECT_GE(streamed, paths.size());

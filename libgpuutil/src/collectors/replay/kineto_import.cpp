@@ -7,13 +7,16 @@
 //   thread is used, else by the serial pass.
 // - A larger one (a plain file's size, a gzip stream's trailer; an unknown
 //   size counts as large) is streamed (stream_pass.cpp): read in windows of
-//   stream_window_bytes, each mapped before the next is read.
+//   stream_window_bytes, each mapped before the next is read; a gzip
+//   stream is inflated a few blocks ahead on a second thread when two
+//   threads are allowed (trace_source.h).
 // - A parallel or streaming attempt that gives up is thrown away and the
 //   serial pass runs over the whole document, which reports what stopped it.
 #include "gpuutil/kineto_import.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -42,6 +45,11 @@ constexpr unsigned kMaxParseThreads = 16;
 // events it keeps cost about as much (measured per thread CPU time on
 // hta_train_v100_dataloader_nccl_rank1: 0.5 balances the two).
 constexpr double kFirstChunkShare = 0.5;
+
+// Read-ahead of a streamed gzip document: 4 blocks of 256 KiB (1 MiB)
+// ahead of the parse.
+constexpr size_t kReadAheadBlockBytes = size_t{256} << 10;
+constexpr size_t kReadAheadBlocks = 4;
 
 std::atomic<uint64_t> g_split_done{0};
 std::atomic<uint64_t> g_split_abandoned{0};
@@ -150,6 +158,11 @@ void import_whole(ImportResult* result, const ImportOptions& options, ReadWhole 
 template <typename ReadWhole>
 void import_streamed(replay::TraceSource& source, const std::string* not_json_prefix, ImportResult* result,
                      const ImportOptions& options, ReadWhole read_whole) {
+  // A gzip stream is inflated on a second thread, a few blocks ahead of
+  // the parse, when a second thread is allowed.
+  if (source.gzip() && parse_threads(options, SIZE_MAX) > 1) {
+    (void)source.read_ahead(kReadAheadBlockBytes, kReadAheadBlocks);
+  }
   TraceBytes window;
   std::string error;
   StreamOutcome outcome = StreamOutcome::kAbandoned;

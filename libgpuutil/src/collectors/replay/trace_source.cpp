@@ -2,6 +2,8 @@
 // trace_source.h).
 #include "collectors/replay/trace_source.h"
 
+#include "collectors/replay/read_ahead.h"
+
 #ifdef GPUUTIL_HAVE_ZLIB
 #include <zlib.h>
 #endif
@@ -13,6 +15,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <system_error>
 #include <vector>
 
 namespace gpuutil::replay {
@@ -52,6 +55,7 @@ struct TraceSource::Inflater {
 TraceSource::TraceSource() = default;
 
 TraceSource::~TraceSource() {
+  ahead_.reset();  // joins the read-ahead thread before the file closes
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -101,6 +105,24 @@ void TraceSource::open_memory(std::string_view bytes) {
 }
 
 bool TraceSource::read(char* dst, size_t want, size_t* got, std::string* error) {
+  if (ahead_) {
+    *got = 0;
+    return want == 0 || ahead_->read(dst, want, got, error);
+  }
+  return read_direct(dst, want, got, error);
+}
+
+bool TraceSource::read_ahead(size_t block_bytes, size_t blocks) {
+  if (ahead_ || block_bytes == 0) return ahead_ != nullptr;
+  try {
+    ahead_ = std::make_unique<ReadAhead>(this, block_bytes, blocks);
+  } catch (const std::system_error&) {
+    return false;  // no thread to be had: read() reads itself
+  }
+  return true;
+}
+
+bool TraceSource::read_direct(char* dst, size_t want, size_t* got, std::string* error) {
   *got = 0;
   if (want == 0) return true;
   return gzip_ ? inflate_into(dst, want, got, error) : read_raw(dst, want, got, error);
@@ -121,6 +143,7 @@ bool TraceSource::read_raw(char* dst, size_t want, size_t* got, std::string* err
     if (n < 0) {
       if (errno == EINTR) continue;
       *error = "cannot read " + path_ + ": " + std::strerror(errno);
+      *got = done;
       return false;
     }
     if (n == 0) break;
@@ -178,7 +201,10 @@ bool TraceSource::inflate_into(char* dst, size_t want, size_t* got, std::string*
   size_t produced = 0;
   while (produced < want && !in.ended) {
     if (zs.avail_in < 2 && !in.input_done) {
-      if (!refill_input(error)) return false;
+      if (!refill_input(error)) {
+        *got = produced;
+        return false;
+      }
     }
     if (in.member_done) {
       // Another gzip member may follow (files written by `cat a.gz b.gz`);
@@ -193,6 +219,7 @@ bool TraceSource::inflate_into(char* dst, size_t want, size_t* got, std::string*
     }
     if (zs.avail_in == 0 && in.input_done) {
       *error = "truncated gzip data: the stream ended before the gzip trailer";
+      *got = produced;
       return false;
     }
     const size_t room = std::min(want - produced, size_t{UINT_MAX});
@@ -207,6 +234,7 @@ bool TraceSource::inflate_into(char* dst, size_t want, size_t* got, std::string*
     if (rc == Z_OK) continue;
     if (rc == Z_BUF_ERROR && (zs.avail_in == 0 || zs.avail_out == 0)) continue;  // needs input / room
     *error = std::string("corrupt gzip data: ") + (zs.msg ? zs.msg : "inflate failed");
+    *got = produced;
     return false;
   }
   *got = produced;

@@ -7,9 +7,15 @@
 // trace_bytes.h's gunzip()). The error texts match trace_bytes.h's, so a
 // file reports the same fault whichever pass reads it.
 //
+// read_ahead() moves the reading (and inflating) onto a second thread that
+// stays a few blocks ahead of the caller (read_ahead.cpp), so inflating a
+// gzip stream overlaps parsing what came before.
+//
 // Contract: never throws except std::bad_alloc; every failure is a
-// one-line `error`. Not thread-safe; one reader at a time. Internal to the
-// replay collector.
+// one-line `error`, the same with or without read-ahead, reported after
+// every byte before it was handed over. Not thread-safe; one reader at a
+// time (the read-ahead thread is the source's own). Internal to the replay
+// collector.
 #pragma once
 
 #include <cstddef>
@@ -41,16 +47,28 @@ class TraceSource {
 
   // Reads up to `want` bytes of the document into `dst`; `*got` = 0 at the
   // end. Fills `want` bytes unless the document ends first. False with
-  // `error` on an I/O fault, corrupt or truncated gzip data.
+  // `error` on an I/O fault, corrupt or truncated gzip data; `*got` then
+  // counts the bytes written before the fault.
   bool read(char* dst, size_t want, size_t* got, std::string* error);
 
+  // From now on a thread reads the document in blocks of `block_bytes`, at
+  // most `blocks` ahead of read() (memory: blocks x block_bytes). False
+  // when no thread could be started; read() then goes on reading itself.
+  // Call it before the first read(). The thread stops when the source is
+  // destroyed.
+  bool read_ahead(size_t block_bytes, size_t blocks);
+
  private:
+  struct ReadAhead;
+  // read() itself, on the calling thread or the read-ahead thread.
+  bool read_direct(char* dst, size_t want, size_t* got, std::string* error);
   bool read_raw(char* dst, size_t want, size_t* got, std::string* error);
   bool inflate_into(char* dst, size_t want, size_t* got, std::string* error);
   bool refill_input(std::string* error);
 
   struct Inflater;
   std::unique_ptr<Inflater> inflater_;
+  std::unique_ptr<ReadAhead> ahead_;  // its thread is joined first thing in the destructor
   std::string path_;
   int fd_ = -1;
   std::string_view memory_;
