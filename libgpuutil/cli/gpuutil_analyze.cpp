@@ -9,6 +9,10 @@
 // (tens of ms) before it reads a byte. Text tables, finance figures and
 // gpuutil's own reports as input stay with `gpuutil analyze`.
 //
+// Inputs are files, FIFOs, `/dev/fd/N` paths and `-` (standard input),
+// all streamed by the importer (never read whole into memory first), under
+// one memory budget (--max-memory).
+//
 // Exit codes: 0 the report was written; 1 the output cannot be written;
 // 2 bad arguments or an input that cannot be read (one line on stderr).
 #include <unistd.h>
@@ -20,8 +24,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <iostream>
-#include <iterator>
 #include <memory>
 #include <new>
 #include <optional>
@@ -42,7 +44,7 @@ namespace {
 constexpr const char* kProg = "gpuutil-analyze";
 constexpr const char* kUsage =
     "usage: gpuutil-analyze [-h] [--version] [--indent N] [--flops-per-step F] [--dtype {fp64,fp32,tf32,bf16,fp16,"
-    "fp8,int8}] [--peak-tflops T] [-o FILE] TRACE [TRACE ...]\n";
+    "fp8,int8}] [--peak-tflops T] [--max-memory SIZE] [-o FILE] TRACE [TRACE ...]\n";
 constexpr const char* kHelp =
     "\n"
     "Analyse PyTorch profiler / Kineto traces (.json or .json.gz), one file per rank, into the\n"
@@ -51,7 +53,8 @@ constexpr const char* kHelp =
     "input: `gpuutil analyze`.\n"
     "\n"
     "positional arguments:\n"
-    "  TRACE               trace file (- reads standard input); several for a multi-rank job\n"
+    "  TRACE               trace file, FIFO or /dev/fd/N (- reads standard input); several for a\n"
+    "                      multi-rank job\n"
     "\n"
     "options:\n"
     "  -h, --help          show this help message and exit\n"
@@ -61,6 +64,7 @@ constexpr const char* kHelp =
     "  --flops-per-step F  FLOPs one step performs per rank, for MFU\n"
     "  --dtype D           datatype whose peak FLOP/s MFU is measured against (default: bf16)\n"
     "  --peak-tflops T     peak dense TFLOP/s per device, overriding the built-in table\n"
+    "  --max-memory SIZE   memory the import may hold, e.g. 512M, 2G, unlimited (default: 768M)\n"
     "  -o, --output FILE   write the output to FILE instead of stdout\n";
 constexpr const char* kDtypes[] = {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"};
 // Inputs above this size get a line on a terminal's stderr before the import.
@@ -72,15 +76,35 @@ struct Args {
   std::optional<double> flops_per_step;
   std::string dtype = "bf16";
   std::optional<double> peak_tflops;
+  uint64_t max_memory_bytes = gpuutil::kDefaultImportMemoryBudgetBytes;
   std::string output;
 };
 
-int error(const std::string& message, int code) {
-  std::string one_line = message;
-  for (char& c : one_line) {
-    if (c == '\n' || c == '\r') c = ' ';
+// One line that cannot drive the terminal: newlines and tabs become spaces,
+// other C0 controls, DEL and C1 controls (UTF-8 C2 80..C2 9F) become '?',
+// as the Python command prints them (a file name can hold ESC).
+std::string terminal_safe(const std::string& message) {
+  std::string out;
+  out.reserve(message.size());
+  for (size_t i = 0; i < message.size(); ++i) {
+    const auto c = static_cast<unsigned char>(message[i]);
+    if (c == '\n' || c == '\r' || c == '\t') {
+      out.push_back(' ');
+    } else if (c < 0x20 || c == 0x7F) {
+      out.push_back('?');
+    } else if (c == 0xC2 && i + 1 < message.size() && static_cast<unsigned char>(message[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(message[i + 1]) <= 0x9F) {
+      out.push_back('?');
+      ++i;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
   }
-  std::fprintf(stderr, "%s: error: %s\n", kProg, one_line.c_str());
+  return out;
+}
+
+int error(const std::string& message, int code) {
+  std::fprintf(stderr, "%s: error: %s\n", kProg, terminal_safe(message).c_str());
   return code;
 }
 
@@ -94,7 +118,10 @@ bool positive_number(const std::string& text, double* out) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (errno != 0 || end != text.c_str() + text.size()) return false;
+  if (end != text.c_str() + text.size()) return false;
+  // ERANGE: an overflow (inf, refused below) or an underflow to a subnormal
+  // that is still a positive number, which Python's float() accepts too.
+  if (errno != 0 && errno != ERANGE) return false;
   if (!std::isfinite(v) || v <= 0) return false;
   *out = v;
   return true;
@@ -143,7 +170,7 @@ int parse(int argc, char** argv, Args* args) {
       value = token.substr(eq + 1);
     }
     const bool known = name == "--indent" || name == "--flops-per-step" || name == "--dtype" ||
-                       name == "--peak-tflops" || name == "-o" || name == "--output";
+                       name == "--peak-tflops" || name == "--max-memory" || name == "-o" || name == "--output";
     if (!known) return usage_error("unrecognized argument: " + token);
     if (!value) {
       if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1] != '\0')) {
@@ -167,6 +194,11 @@ int parse(int argc, char** argv, Args* args) {
                            "' (choose from fp64, fp32, tf32, bf16, fp16, fp8, int8)");
       }
       args->dtype = *value;
+    } else if (name == "--max-memory") {
+      std::string why;
+      if (!gpuutil::parse_memory_size(*value, &args->max_memory_bytes, &why)) {
+        return usage_error("argument --max-memory: " + why);
+      }
     } else {
       args->output = *value;
     }
@@ -193,44 +225,63 @@ std::string head_of_file(const std::string& path) {
   return head;
 }
 
+bool is_regular_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The importer's hint names the Python keyword; here it is the flag.
+std::string with_cli_flags(std::string message) {
+  const std::string keyword = "pass max_memory";
+  const size_t at = message.find(keyword);
+  if (at != std::string::npos) message.replace(at, keyword.size(), "pass --max-memory");
+  return message;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args;
   if (const int code = parse(argc, argv, &args); code >= 0) return code;
 
-  std::string standard_input;
   std::vector<gpuutil::TraceInput> inputs;
+  const bool tty = isatty(STDERR_FILENO) != 0;
   for (const std::string& path : args.traces) {
     if (path == "-") {
-      if (!inputs.empty() && std::any_of(inputs.begin(), inputs.end(), [](const auto& in) { return in.text; })) {
+      if (std::any_of(inputs.begin(), inputs.end(), [](const auto& in) { return in.fd == STDIN_FILENO; })) {
         return usage_error("standard input (-) can be given once");
       }
-      standard_input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-      inputs.push_back(gpuutil::TraceInput{"<stdin>", &standard_input});
+      inputs.push_back(gpuutil::TraceInput{"<stdin>", nullptr, STDIN_FILENO});
       continue;
     }
-    if (args.traces.size() == 1 && is_gpuutil_report(head_of_file(path))) {
+    // Only a regular file can be peeked at: a FIFO or pipe is read once.
+    const bool regular = is_regular_file(path);
+    if (args.traces.size() == 1 && regular && is_gpuutil_report(head_of_file(path))) {
       return error(path + " is a gpuutil report, not a trace: `gpuutil analyze " + path + "` shows it", 2);
     }
     struct stat st {};
-    if (isatty(STDERR_FILENO) && ::stat(path.c_str(), &st) == 0 && st.st_size > kProgressMinBytes) {
+    if (tty && regular && ::stat(path.c_str(), &st) == 0 && st.st_size > kProgressMinBytes) {
       std::fprintf(stderr, "importing %s (%.0f MB)...\n", path.c_str(), static_cast<double>(st.st_size) / 1e6);
     }
     inputs.push_back(gpuutil::TraceInput{path, nullptr});
   }
 
+  gpuutil::ImportOptions import;
+  import.memory_budget_bytes = args.max_memory_bytes;
+  if (tty) {
+    import.on_wait = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  }
   gpuutil::AnalysisOptions options;
   options.flops_per_step = args.flops_per_step;
   options.dtype = args.dtype;
   options.peak_tflops = args.peak_tflops;
   gpuutil::AnalyzeTracesResult result;
   try {
-    result = gpuutil::analyze_traces(inputs, options, args.indent);
+    result = gpuutil::analyze_traces(inputs, options, args.indent, import);
   } catch (const std::bad_alloc&) {
     return error("out of memory", 2);
   }
-  if (!result.ok) return error(result.error, 2);
+  if (!result.ok) return error(with_cli_flags(result.error), 2);
   result.json += '\n';
 
   if (args.output.empty()) {

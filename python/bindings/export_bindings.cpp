@@ -29,8 +29,9 @@ std::string perfetto_trace_files(const std::vector<std::string>& paths, int inde
     std::vector<gpuutil::ImportResult> results;
     results.reserve(paths.size());
     for (size_t i = 0; i < paths.size() && error.empty(); ++i) {
-      results.push_back(gpuutil::import_kineto_file(paths[i]));
-      if (!results.back().ok) error = "cannot read " + paths[i] + ": " + results.back().error;
+      // `-` is standard input, streamed like the analyze path's.
+      results.push_back(paths[i] == "-" ? gpuutil::import_kineto_fd(0, "<stdin>") : gpuutil::import_kineto_file(paths[i]));
+      if (!results.back().ok) error = "cannot read " + results.back().store.source + ": " + results.back().error;
     }
     if (error.empty()) {
       std::set<int32_t> ranks;

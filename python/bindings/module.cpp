@@ -14,6 +14,8 @@
 #include <pybind11/stl.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -23,6 +25,7 @@
 #include "gpuutil/analysis.h"
 #include "gpuutil/analyze_traces.h"
 #include "gpuutil/diagnostics.h"
+#include "gpuutil/kineto_import.h"
 #include "gpuutil/report_json.h"
 
 #ifndef GPUUTIL_VERSION
@@ -48,23 +51,51 @@ class TraceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// `-` is standard input (as on the command line), read by the importer's
+// streaming reader; every other path is a file, FIFO or /dev/fd/N.
+std::vector<gpuutil::TraceInput> trace_inputs(const std::vector<std::string>& paths) {
+  std::vector<gpuutil::TraceInput> inputs;
+  inputs.reserve(paths.size());
+  bool standard_input = false;
+  for (const auto& p : paths) {
+    if (p == "-") {
+      if (standard_input) throw py::value_error("standard input (-) can be given once");
+      standard_input = true;
+      inputs.push_back(gpuutil::TraceInput{"<stdin>", nullptr, 0});
+    } else {
+      inputs.push_back(gpuutil::TraceInput{p, nullptr});
+    }
+  }
+  return inputs;
+}
+
 std::string analyze_files(const std::vector<std::string>& paths, std::optional<double> flops_per_step,
-                          const std::string& dtype, std::optional<double> peak_tflops, int indent) {
+                          const std::string& dtype, std::optional<double> peak_tflops, int indent,
+                          std::optional<uint64_t> max_memory_bytes, bool progress) {
   if (paths.empty()) throw py::value_error("analyze_files: no trace paths given");
   gpuutil::AnalysisOptions options;
   options.flops_per_step = flops_per_step;
   options.dtype = dtype;
   options.peak_tflops = peak_tflops;
-  std::vector<gpuutil::TraceInput> inputs;
-  inputs.reserve(paths.size());
-  for (const auto& p : paths) inputs.push_back(gpuutil::TraceInput{p, nullptr});
+  const std::vector<gpuutil::TraceInput> inputs = trace_inputs(paths);
+  gpuutil::ImportOptions import;
+  if (max_memory_bytes) import.memory_budget_bytes = *max_memory_bytes;
+  // Waiting lines go straight to the process's stderr (the GIL is released).
+  if (progress) import.on_wait = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   gpuutil::AnalyzeTracesResult result;
   {
     py::gil_scoped_release release;
-    result = gpuutil::analyze_traces(inputs, options, indent);
+    result = gpuutil::analyze_traces(inputs, options, indent, import);
   }
   if (!result.ok) throw TraceError(result.error);
   return std::move(result.json);
+}
+
+uint64_t parse_memory_size(const std::string& text) {
+  uint64_t bytes = 0;
+  std::string why;
+  if (!gpuutil::parse_memory_size(text, &bytes, &why)) throw py::value_error(why);
+  return bytes;
 }
 
 py::list diagnostics_registry() {
@@ -90,10 +121,16 @@ PYBIND11_MODULE(_core, m, py::mod_gil_not_used()) {
 
   m.def("analyze_files", &analyze_files, py::arg("paths"), py::arg("flops_per_step") = py::none(),
         py::arg("dtype") = "bf16", py::arg("peak_tflops") = py::none(), py::arg("indent") = -1,
-        "Import Kineto/PyTorch-profiler trace files (one per rank) and analyse them.\n\n"
+        py::arg("max_memory_bytes") = py::none(), py::arg("progress") = false,
+        "Import Kineto/PyTorch-profiler trace files (one per rank; '-' is standard input) and analyse them.\n\n"
         "Returns the gpuutil.report/1 JSON document as a string (compact when indent < 0).\n"
+        "max_memory_bytes: the import's memory budget (None: the default; 0: none).\n"
+        "progress: print a line on stderr while waiting for an input (a FIFO's writer).\n"
         "Raises TraceError (a ValueError) 'cannot read PATH: ERROR' when a file cannot be read.\n"
         "The GIL is released while the C++ core works.");
+  m.def("parse_memory_size", &parse_memory_size, py::arg("text"),
+        "Bytes of a memory size such as '512M', '2G' or 'unlimited' (0). Raises ValueError (one line).");
+  m.attr("DEFAULT_MAX_MEMORY_BYTES") = gpuutil::kDefaultImportMemoryBudgetBytes;
   bind_session(m);
   bind_export(m);
   bind_nvml(m);

@@ -209,6 +209,20 @@ void bind_session(py::module_& m) {
           "steps). shift_ns is added to step starts (the rank's published clock).")
       .def("write_jsonl_line", &gpuutil::Session::write_jsonl_line, py::arg("line"),
            py::call_guard<py::gil_scoped_release>(), "Appends a line to the JSON Lines file (if any).")
+      .def(
+          "output_status",
+          [](const gpuutil::Session& s) {
+            const gpuutil::Session::OutputStatus o = s.output_status();
+            py::dict d;
+            d["path"] = o.path;
+            d["lines_written"] = o.lines_written;
+            d["lines_lost"] = o.lines_lost;
+            d["last_error"] = o.last_error;
+            return d;
+          },
+          "The JSON Lines file: {path, lines_written, lines_lost, last_error} (path '' without one).")
+      .def("close_output", &gpuutil::Session::close_output, py::call_guard<py::gil_scoped_release>(),
+           "Closes the JSON Lines file (at the profile's stop).")
       .def_property_readonly("steps_reported", &gpuutil::Session::steps_reported)
       .def_property_readonly("outside_steps_ns", &gpuutil::Session::outside_steps_ns)
       .def_property_readonly("pending_events", &gpuutil::Session::pending_events)

@@ -60,6 +60,30 @@ def _paths(path_or_paths: Union[PathLike, Sequence[PathLike]]) -> List[str]:
     return out
 
 
+#: The import's default memory budget in bytes (``max_memory=None``); see
+#: docs/trace-import.md, "Memory budget".
+DEFAULT_MAX_MEMORY: int = _core.DEFAULT_MAX_MEMORY_BYTES
+
+
+def parse_memory_size(text: str) -> int:
+    """Bytes of a memory size as people write it: ``"512M"``, ``"1.5G"``,
+    ``"4GiB"``, ``"1000000"`` (K, M, G, T are powers of 1024), or
+    ``"unlimited"`` (0: no budget). Raises ValueError (one line)."""
+    return _core.parse_memory_size(text)
+
+
+def _max_memory(value: Union[int, str, None]) -> Optional[int]:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return parse_memory_size(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"max_memory must be bytes (int), a size such as '2G', or None, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"max_memory must be a non-negative number of bytes (0: no budget), got {value!r}")
+    return value
+
+
 def _positive(name: str, value: Optional[float]) -> Optional[float]:
     if value is None:
         return None
@@ -78,6 +102,8 @@ def analyze_json(
     dtype: str = "bf16",
     peak_tflops: Optional[float] = None,
     indent: int = -1,
+    max_memory: Union[int, str, None] = None,
+    progress: bool = False,
 ) -> str:
     """Analyse trace file(s) and return the report as JSON text.
 
@@ -92,7 +118,7 @@ def analyze_json(
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
     if isinstance(indent, bool) or not isinstance(indent, int):
         raise TypeError(f"indent must be an int, not {type(indent).__name__}")
-    return _core.analyze_files(paths, fps, dtype, peak, indent)
+    return _core.analyze_files(paths, fps, dtype, peak, indent, _max_memory(max_memory), bool(progress))
 
 
 def analyze(
@@ -101,19 +127,29 @@ def analyze(
     flops_per_step: Optional[float] = None,
     dtype: str = "bf16",
     peak_tflops: Optional[float] = None,
+    max_memory: Union[int, str, None] = None,
+    progress: bool = False,
 ) -> Dict[str, Any]:
     """Analyse PyTorch profiler / Kineto trace file(s) into a step report.
 
     Args:
         path_or_paths: a trace file (``.json`` or ``.json.gz``), or a list of
             them, one per rank of a distributed job. Ranks are taken from the
-            traces, or from the list order when the traces do not say.
+            traces, or from the list order when the traces do not say. A
+            FIFO or ``/dev/fd/N`` path is streamed; ``"-"`` reads standard
+            input (named ``<stdin>``; a file named ``-`` is ``"./-"``).
         flops_per_step: FLOPs one step performs on one rank (for MFU). When
             None, FLOPs the trace reports are used if present.
         dtype: datatype selecting the peak FLOP/s for MFU; one of
             :data:`DTYPES`.
         peak_tflops: peak dense TFLOP/s per device, overriding the built-in
             table (needed for devices the table does not know).
+        max_memory: the import's memory budget, shared by all the files:
+            bytes, or a size such as ``"2G"``; ``"unlimited"`` or 0 for
+            none; None: :data:`DEFAULT_MAX_MEMORY` (768 MiB). An import
+            that would exceed it raises TraceError naming the budget.
+        progress: print a line on stderr while waiting for an input (a
+            FIFO's writer, standard input's first byte).
 
     Returns:
         The report as a dict following schema :data:`REPORT_SCHEMA`
@@ -128,7 +164,8 @@ def analyze(
     keep running.
     """
     text = analyze_json(
-        path_or_paths, flops_per_step=flops_per_step, dtype=dtype, peak_tflops=peak_tflops
+        path_or_paths, flops_per_step=flops_per_step, dtype=dtype, peak_tflops=peak_tflops,
+        max_memory=max_memory, progress=progress,
     )
     import json
 

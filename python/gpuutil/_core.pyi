@@ -11,8 +11,15 @@ def analyze_files(
     dtype: str = "bf16",
     peak_tflops: Optional[float] = None,
     indent: int = -1,
+    max_memory_bytes: Optional[int] = None,
+    progress: bool = False,
 ) -> str:
-    """Import and analyse trace files (one per rank); the gpuutil.report/1 JSON text."""
+    """Import and analyse trace files (one per rank; '-' is standard input); the gpuutil.report/1 JSON text."""
+
+def parse_memory_size(text: str) -> int:
+    """Bytes of a memory size such as '512M', '2G' or 'unlimited' (0); ValueError otherwise."""
+
+DEFAULT_MAX_MEMORY_BYTES: int
 
 def version() -> str:
     """The gpuutil library version."""
@@ -106,6 +113,9 @@ class Session:
     @property
     def pending_events(self) -> int: ...
     def run_totals_json(self) -> str: ...
+    def write_jsonl_line(self, line: str) -> bool: ...
+    def output_status(self) -> Dict[str, Any]: ...
+    def close_output(self) -> None: ...
 
 class StepPath:
     """The live step path (gpuutil/step_path.h; python/bindings/step_path_bindings.cpp)."""

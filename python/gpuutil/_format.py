@@ -46,6 +46,10 @@ def render_summary(s: Dict[str, Any]) -> str:
         lines.append(f"   fix: {f['fix']}")
     for reason in s.get("gpu_collection_off") or []:
         lines.append(f"note: {reason}")
+    lost = s.get("sink_write_failed")
+    if lost:
+        lines.append(f"warning: {lost['count']} step reports could not be written to {lost.get('path') or 'the file'}: "
+                     f"{lost.get('example') or 'write failed'} (the file holds every other step, no partial line)")
     return "\n".join(lines)
 
 
@@ -59,6 +63,7 @@ def format(obj: Dict[str, Any]) -> str:  # noqa: A001 - the public name is gpuut
     """
     if not isinstance(obj, dict):
         raise TypeError(f"gpuutil.format takes a report, summary or cluster dict, not {type(obj).__name__}")
+    obj = _table.clean_strings(obj)  # names from traces and record_function: no control characters
     schema = str(obj.get("schema", ""))
     if schema.startswith("gpuutil.report/"):
         return _table.render_report(obj)

@@ -83,20 +83,21 @@ class CuptiCollector:
         if os.environ.get("GPUUTIL_CUPTI", "").lower() in ("0", "off", "false", "no"):
             return "CUPTI: disabled by GPUUTIL_CUPTI=off"
         suspended_why = ""
-        with_torch = "torch" in sys.modules
-        if with_torch:
+        guard = None
+        if "torch" in sys.modules:
             from gpuutil.torch import _profiler_guard
 
-            if _profiler_guard.profiler_enabled():
-                suspended_why = "torch.profiler was running when gpuutil started; GPU collection waits until it stops"
+            guard = _profiler_guard.ProfilerGuard(self._live.suspend, self._live.resume)
+            # A profiler already on: gpuutil waits only for one that takes CUPTI.
+            suspended_why = guard.adopt_running()
         why = self._live.start(suspended_why)
         if why:
             return why
         self._last_boundary_ns = _core.now_ns()
-        if with_torch:
-            self._guard = _profiler_guard.ProfilerGuard(self._live.suspend, self._live.resume)
-            self._guard.suspended_for = suspended_why or None
-            self._guard.install()
+        if guard is not None:
+            self._guard = guard
+            guard.suspended_for = suspended_why or None
+            guard.install()
         return None
 
     def on_step_end(self, prof: "Profile") -> None:

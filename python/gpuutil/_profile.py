@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import json
 import math
 import os
@@ -40,7 +41,7 @@ import sys
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence, Union
 
 from gpuutil import _core
 from gpuutil._detail import check_detail
@@ -217,6 +218,11 @@ class Profile:
         self._depth = 0  # nested `with prof:` blocks; the outermost exit stops
         self._forked = False  # set in a forked child: the session is the parent's
         self._step_thread: Optional[int] = None  # the one thread that marks steps (prof.step())
+        # Report batches, flushes and stop hold this lock; a SIGTERM flush that
+        # interrupts one on the same thread is run when it ends (_reporting).
+        self._report_lock = threading.Lock()
+        self._report_owner: Optional[int] = None
+        self._flush_pending = False
         self.thread = self._session.thread_index(os.getpid(), thread_key(), "main", os_tid=_native_id())
 
     # -- lifecycle -----------------------------------------------------
@@ -225,6 +231,9 @@ class Profile:
         if self._running:
             return self
         self._running = True
+        # Explicit steps (prof.step()) are marked from the thread that started
+        # the profile: the training loop's, in practice.
+        self._step_thread = threading.get_ident()
         gpu = False
         for factory in _COLLECTOR_FACTORIES:
             # A collector that fails to set up must not stop the training
@@ -286,11 +295,13 @@ class Profile:
         self._path.set_callbacks(None, None)  # they hold this profile
         if self._forked:
             return
-        for c in self._collectors:
-            c.stop(self)
-        self._path.unreported = False
-        self._deliver(self._session.finish(_core.now_ns()))
-        self._after_report(final=True)
+        with self._reporting():
+            for c in self._collectors:
+                c.stop(self)
+            self._path.unreported = False
+            self._deliver(self._session.finish(_core.now_ns()))
+            self._after_report(final=True)
+            self._session.close_output()  # the file is complete: closed now, not when collected
         _live_profiles.discard(self)
         if not _live_profiles:
             _signals.uninstall()
@@ -312,26 +323,29 @@ class Profile:
 
         Steps are numbered from 0 unless ``step`` is given.
         """
+        self._check_step_thread()  # a refused step does not advance the numbering
         if step is None:
             step = self._path.next_step
         self._path.next_step = step + 1
         return _StepScope(self, step)
+
+    def _check_step_thread(self) -> None:
+        me = threading.get_ident()
+        if self._step_thread is not None and me != self._step_thread and not self._forked:
+            # Steps are one sequence: one thread (the training loop's, which
+            # started the profile) marks them; other threads' work is
+            # attributed by time to that step.
+            raise RuntimeError(
+                "prof.step() is marked from the thread that started the profile (the training loop's): this "
+                f"profile's steps come from thread {self._step_thread}, not {me} (docs/pytorch.md, 'Threads')"
+            )
 
     def begin_step(self, step: int) -> None:
         if self._forked:
             return  # a forked child: the parent's profile
         if not self._running:
             raise RuntimeError("the profile is not running: use `with gpuutil.profile() as prof:`")
-        me = threading.get_ident()
-        if self._step_thread is None:
-            self._step_thread = me
-        elif me != self._step_thread:
-            # Steps are one sequence: one thread (the training loop's) marks
-            # them; other threads' work is attributed by time to that step.
-            raise RuntimeError(
-                "prof.step() is marked from one thread, the training loop's: this profile's steps come from "
-                f"thread {self._step_thread}, not {me} (docs/pytorch.md, 'Threads')"
-            )
+        self._check_step_thread()
         self._set_steps_source("user")
         self._session.begin_step(step, _core.now_ns())
         _core.nvtx_push_step(step)  # shows in Nsight Systems (gpuutil domain)
@@ -391,7 +405,8 @@ class Profile:
         for on_step_end in self._per_step:
             on_step_end(self)
         if report:
-            self._collect(now)
+            with self._reporting():
+                self._collect(now)
         self._rearm()
 
     def _rearm(self) -> None:
@@ -471,7 +486,13 @@ class Profile:
         the device records of the work launched in them. Reading
         ``prof.reports`` or ``prof.summary()`` does this by itself."""
         self._check_owner()
-        if self._path.unreported:
+        with self._reporting():
+            self._flush()
+
+    def _flush(self, force: bool = False) -> None:
+        """flush() under the report lock; ``force``: also when no step was
+        closed since the last batch (the worker may still hold one)."""
+        if self._path.unreported or force:
             now = _core.now_ns()
             self._path.mark_reported(now)
             complete = now
@@ -482,6 +503,49 @@ class Profile:
                     complete = until
             self._complete_ns = max(self._complete_ns, complete)
             self._collect()
+
+    @contextlib.contextmanager
+    def _reporting(self) -> Iterator[None]:
+        """Holds the report lock around a report batch, a flush or stop. A
+        SIGTERM flush that arrives inside one on the same thread
+        (flush_finished) is run as it ends. Nested on one thread (an
+        ``on_step`` sink that reads ``prof.reports``) it holds nothing more."""
+        me = threading.get_ident()
+        if self._report_owner == me:
+            yield
+            return
+        with self._report_lock:
+            self._report_owner = me
+            try:
+                yield
+                while self._flush_pending and self._running:
+                    self._flush_pending = False
+                    self._flush(force=True)
+            finally:
+                self._report_owner = None
+
+    def flush_finished(self, timeout_s: float = 10.0) -> None:
+        """Writes every finished step now (the JSON Lines file, ``prof.reports``,
+        ``on_step``) and goes on profiling: gpuutil's SIGTERM handler calls
+        it, so that a SIGKILL after a scheduler's grace period loses no step
+        finished before the SIGTERM. Safe from a signal handler: when the
+        signal interrupted a report batch on this thread, the flush runs as
+        that batch ends; one on another thread is waited for (at most
+        ``timeout_s``)."""
+        if not self._running or self._forked:
+            return
+        if self._report_owner == threading.get_ident():
+            self._flush_pending = True
+            return
+        if not self._report_lock.acquire(timeout=timeout_s):
+            return
+        try:
+            self._report_owner = threading.get_ident()
+            if self._running:
+                self._flush(force=True)
+        finally:
+            self._report_owner = None
+            self._report_lock.release()
 
     # -- output --------------------------------------------------------
     @property
@@ -513,6 +577,12 @@ class Profile:
             out["cluster"] = cluster["cluster"]
         if self._sink_failures:
             out["on_step_failed"] = {"count": self._sink_failures, "example": self._sink_failure_example}
+        written = self._session.output_status()
+        if written["lines_lost"]:
+            # Steps the JSON Lines file lacks (a full disk): prof.reports and
+            # on_step still had them; the file never holds a partial line.
+            out["sink_write_failed"] = {"count": written["lines_lost"], "path": written["path"],
+                                        "example": written["last_error"]}
         return out
 
     @property
@@ -654,13 +724,21 @@ if hasattr(os, "register_at_fork"):
 
 
 class _Signals:
-    """SIGTERM (torchrun's way to stop workers) flushes every live profile
-    first: the finished steps reach the JSON Lines file, then the signal goes
-    on to the handler that was there (the default one terminates, by the
-    same signal). SIGINT needs nothing: KeyboardInterrupt unwinds through
-    ``with prof:``. Installed only from the main thread, only over the
-    default handler or a Python one, and removed when the last profile
-    stops (if still ours)."""
+    """SIGTERM (how torchrun, Slurm and Kubernetes stop or preempt a job)
+    first writes every finished step of every live profile to its JSON Lines
+    file, so that a SIGKILL after the grace period loses none of them, then
+    goes on to the disposition that was there before, exactly as without
+    gpuutil:
+
+    * the script's own handler (which often only sets a flag so the loop
+      can finish its epoch and save a checkpoint): it is called, and the
+      profiles keep running; they end when the script ends them or exits;
+    * the default action: the profiles are stopped (the open step is
+      reported too) and the process terminates by the same signal.
+
+    SIGINT needs nothing: KeyboardInterrupt unwinds through ``with prof:``.
+    Installed only from the main thread, only over the default handler or a
+    Python one, and removed when the last profile stops (if still ours)."""
 
     def __init__(self) -> None:
         self._previous: Any = None
@@ -696,14 +774,23 @@ class _Signals:
     def _on_sigterm(self, signum: int, frame: Any) -> None:
         import signal
 
-        _stop_live_profiles()
         previous = self._previous
-        self.uninstall()
         if callable(previous):
+            # The script handles SIGTERM itself: finished steps are written,
+            # profiling goes on while the script decides what to do.
+            for prof in list(_live_profiles):
+                try:
+                    prof.flush_finished()
+                except Exception:  # noqa: BLE001 - never stand between the job and its handler
+                    pass
             previous(signum, frame)
-        else:  # SIG_DFL: terminate by the same signal, as without gpuutil
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
+            return
+        # SIG_DFL: the process ends now; report everything, then terminate
+        # by the same signal, as without gpuutil.
+        _stop_live_profiles()
+        self.uninstall()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
 
 
 _signals = _Signals()

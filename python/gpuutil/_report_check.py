@@ -10,11 +10,16 @@ instead of a traceback from deep inside an exporter.
 
 Only the fields the readers use are checked, with their types; keys a
 reader does not use are left alone (newer writers may add some). Ints
-exclude bools; "number" is an int or a float; "?" marks a field that may be
-absent; null is accepted only where the schema says "or null".
+exclude bools and must fit int64 (the writers' type; Python would read
+10**400 and fail later converting it); "number" is an int or a finite
+float (JSON has no NaN or Infinity, but Python's json reads them, and 1e400
+as infinity); "?" marks a field that may be absent; null is accepted only
+where the schema says "or null".
 """
 
 from __future__ import annotations
+
+import math
 
 from gpuutil._buckets import BREAKDOWN_KEYS, HOST_CATEGORIES
 
@@ -38,7 +43,8 @@ _HOST = {"rank": _INT, "tid?": _INT, "name?": _STR, "wall_ns": _INT, "breakdown_
          "culprits?": _CULPRITS}
 _DEVICE_STEP = {
     "device": _INT, "rank": _INT, "name?": _STR, "wall_ns": _INT, "busy_ns": _INT, "breakdown_ns": _BREAKDOWN,
-    "idle_ns": _INT, "culprits?": _CULPRITS, "kernels": _INT, "mfu": _NUM_OR_NULL, "hfu?": _NUM_OR_NULL,
+    "idle_ns": _INT, "culprits?": _CULPRITS, "kernels": _INT, "flops?": _NUM_OR_NULL,
+    "peak_flops_per_s?": _NUM_OR_NULL, "mfu": _NUM_OR_NULL, "hfu?": _NUM_OR_NULL,
     "sm_efficiency_est": _NUM_OR_NULL, "achieved_occupancy_est?": _NUM_OR_NULL, "health?": ("dict", _NUM_OR_NULL),
 }
 _DEVICE_SUMMARY = {"device": _INT, "rank": _INT, "name?": _STR, "wall_ns": _INT, "breakdown_ns": _BREAKDOWN,
@@ -67,11 +73,26 @@ REPORT = {
 _NULLABLE = ("top_finding", "health")
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _is_int(v: "Any") -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and _INT64_MIN <= v <= _INT64_MAX
+
+
+def _is_num(v: "Any") -> bool:
+    return _is_int(v) or (isinstance(v, float) and math.isfinite(v))
+
+
 def _kind(v: "Any") -> str:
     if v is None:
         return "null"
     if isinstance(v, bool):
         return "a boolean"
+    if isinstance(v, int) and not _is_int(v):
+        return "an integer outside the int64 range"
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else "infinite"
     if isinstance(v, (int, float)):
         return "a number"
     if isinstance(v, str):
@@ -86,12 +107,12 @@ def _kind(v: "Any") -> str:
 def _check(value: "Any", spec: "Any", where: str) -> None:
     if isinstance(spec, str):
         ok = {
-            _INT: isinstance(value, int) and not isinstance(value, bool),
-            _NUM: isinstance(value, (int, float)) and not isinstance(value, bool),
+            _INT: _is_int(value),
+            _NUM: _is_num(value),
             _STR: isinstance(value, str),
             _BOOL: isinstance(value, bool),
-            _NUM_OR_NULL: value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)),
-            _INT_OR_NULL: value is None or (isinstance(value, int) and not isinstance(value, bool)),
+            _NUM_OR_NULL: value is None or _is_num(value),
+            _INT_OR_NULL: value is None or _is_int(value),
             _STR_OR_NULL: value is None or isinstance(value, str),
         }[spec]
         if not ok:

@@ -329,6 +329,7 @@ def render_report(report: Dict[str, Any], finance: Optional[Any] = None) -> str:
     ``finance``, a gpuutil.finance.FinanceInputs with any input set, adds
     the cost / idle GPU time / OEE block.
     """
+    report = clean_strings(report)
     lines: List[str] = []
     for src in report.get("sources", []):
         lines.append(f"Trace {src['path']} (rank {src['rank']}, steps from {src['steps_source'] or '?'})")
@@ -364,9 +365,27 @@ def render_report(report: Dict[str, Any], finance: Optional[Any] = None) -> str:
 # C0 controls but tab and newline, DEL and C1 controls: what a crafted name
 # in a trace could use to drive the terminal (escape sequences).
 _CONTROL = {c: "?" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]}
+# In one cell (a name, a title) tab and newline are controls too: a newline
+# in a kernel or record_function name must not split a table line.
+_CELL_CONTROL = {**_CONTROL, 0x09: "?", 0x0A: "?"}
 
 
 def sanitize(text: str) -> str:
     """Text safe to print on a terminal: control characters from trace
     strings (ESC, CSI, BEL, carriage returns...) become '?'."""
     return text.translate(_CONTROL)
+
+
+def clean_strings(obj: Any) -> Any:
+    """A copy of a report, summary or record whose strings (keys too) have
+    every control character, newline and tab included, replaced by '?': what
+    the text renderers interpolate can neither drive the terminal nor break
+    a line. Text stays text: '<' and '>' (C++ template kernel names) are
+    kept; the HTML report escapes them."""
+    if isinstance(obj, str):
+        return obj.translate(_CELL_CONTROL)
+    if isinstance(obj, dict):
+        return {clean_strings(k) if isinstance(k, str) else k: clean_strings(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [clean_strings(v) for v in obj]
+    return obj

@@ -1,7 +1,8 @@
 """The ``gpuutil`` command line (console script declared in pyproject.toml).
 
     gpuutil analyze TRACE... [--json] [--indent N] [--flops-per-step F]
-                             [--dtype D] [--peak-tflops T] [-o FILE]
+                             [--dtype D] [--peak-tflops T] [--max-memory SIZE]
+                             [-o FILE]
     gpuutil compare BASE CURRENT [--metric M]... [--max-regression PCT] [--json]
     gpuutil export {perfetto,html,prometheus} INPUT... [-o FILE]
     gpuutil --version
@@ -107,6 +108,8 @@ def build_parser(only: "Optional[str]" = None) -> "argparse.ArgumentParser":
                    help="peak dense TFLOP/s per device, overriding the built-in table")
     a.add_argument("-o", "--output", default=None, metavar="FILE",
                    help="write the output to FILE instead of stdout")
+    a.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
+                   help="memory the import may hold, e.g. 512M, 2G, unlimited (default: 768M)")
     fin = a.add_argument_group("finance (table output)")
     fin.add_argument("--usd-per-gpu-hour", type=_positive_float, default=None, metavar="USD",
                      help="price of one GPU-hour: adds cost, idle cost and cost per unit")
@@ -140,7 +143,10 @@ def _load_reports(paths: List[str]) -> List[Dict[str, Any]]:
     from gpuutil import compare
 
     if len(paths) == 1:
-        return compare.load_run(paths[0], cluster_records=True)
+        notes: List[str] = []
+        reports = compare.load_run(paths[0], cluster_records=True, notes=notes)
+        _warn(notes)
+        return reports
     try:
         return [_api.analyze(paths)]
     except _api.TraceError as e:
@@ -150,14 +156,15 @@ def _load_reports(paths: List[str]) -> List[Dict[str, Any]]:
 def _export(args: "argparse.Namespace") -> int:
     from gpuutil import compare
 
-    spools: List[Any] = []
-    paths = _stdin_to_file([os.fsdecode(p) for p in args.inputs], spools)
+    paths = [os.fsdecode(p) for p in args.inputs]
     try:
         if args.format == "perfetto":
             from gpuutil import _merge
             from gpuutil.export import perfetto
 
             for p in paths:
+                if _streamed(p):
+                    continue  # read once, by the importer
                 try:
                     with open(p, "rb") as f:
                         own = _merge._is_file_of_reports(f.read(512))
@@ -171,14 +178,25 @@ def _export(args: "argparse.Namespace") -> int:
         elif args.format == "html":
             from gpuutil.export import html
 
-            out = html.render_html(_load_reports(paths), title=f"gpuutil report: {os.path.basename(paths[0])}")
+            out = html.render_html(_reports_of(paths), title=f"gpuutil report: {os.path.basename(paths[0])}")
         else:
             from gpuutil.export import prometheus
 
-            out = prometheus.PrometheusMetrics(host=args.host).add_all(_load_reports(paths)).exposition()
+            try:
+                out = prometheus.PrometheusMetrics(host=args.host).add_all(_reports_of(paths)).exposition()
+            except prometheus.PrometheusClientMissing as e:
+                return _error(str(e), 2)
     except (_api.TraceError, compare.RunError) as e:
-        return _error(str(e), 2)
+        return _error(_trace_error_text(e, paths), 2)
     return _emit(out, args.output)
+
+
+def _reports_of(paths: List[str]) -> List[Dict[str, Any]]:
+    """The reports export html/prometheus shows: `-`, a FIFO or a pipe is a
+    trace read once by the importer; files may be gpuutil's own reports."""
+    if any(_streamed(p) for p in paths):
+        return [_api.analyze(paths)]
+    return _load_reports(paths)
 
 
 def _unit_float(text: str) -> float:
@@ -225,17 +243,19 @@ def _compare(args: "argparse.Namespace") -> int:
 
     from gpuutil import compare
 
+    notes: List[str] = []
     try:
-        base = compare.run_metrics(compare.load_run(os.fsdecode(args.base)))
-        cur = compare.run_metrics(compare.load_run(os.fsdecode(args.current)))
+        base = compare.run_metrics(compare.load_run(os.fsdecode(args.base), notes=notes))
+        cur = compare.run_metrics(compare.load_run(os.fsdecode(args.current), notes=notes))
     except compare.RunError as e:
         return _error(str(e), 2)
+    _warn(notes)
     gated = tuple(args.metric) if args.metric else compare.DEFAULT_GATED
-    for m in gated:
-        for label, values in (("BASE", base), ("CURRENT", cur)):
-            if values.get(m) is None:
-                return _error(f"gated metric {m} is not available in {label} ({getattr(args, label.lower())})", 2)
-    diffs = compare.diff_metrics(base, cur, gated, args.max_regression)
+    labels = (f"BASE ({os.fsdecode(args.base)})", f"CURRENT ({os.fsdecode(args.current)})")
+    diffs = compare.diff_metrics(base, cur, gated, args.max_regression, labels)
+    problems = compare.gate_problems(diffs)
+    if problems:  # fails closed: a gate that cannot compare a gated metric is no pass
+        return _error("; ".join(problems), 2)
     if args.json:
         sys.stdout.write(json.dumps(compare.diffs_to_json(diffs, args.max_regression), indent=2) + "\n")
     else:
@@ -259,18 +279,22 @@ def _emit(out: str, path: Optional[str]) -> int:
 
 
 def _error(message: str, code: int) -> int:
-    one_line = " ".join(str(message).split())
+    from gpuutil._table import sanitize
+
+    one_line = sanitize(" ".join(str(message).split()))  # a file name can hold ESC
     print(f"gpuutil: error: {one_line}", file=sys.stderr)
     return code
 
 
-def _progress(paths: Sequence[str]) -> None:
+def _progress(paths: Sequence[str]) -> bool:
+    """Announces large files on a terminal's stderr; whether stderr is one
+    (the importer then announces its waits for an input too)."""
     try:
         tty = sys.stderr.isatty()
     except (AttributeError, ValueError):
         tty = False
     if not tty:
-        return
+        return False
     for p in paths:
         try:
             size = os.path.getsize(p)
@@ -278,6 +302,7 @@ def _progress(paths: Sequence[str]) -> None:
             continue
         if size > _PROGRESS_MIN_BYTES:
             print(f"importing {p} ({size / 1e6:.0f} MB)...", file=sys.stderr, flush=True)
+    return True
 
 
 def _own_reports(paths: List[str]) -> Optional[Dict[str, Any]]:
@@ -294,40 +319,64 @@ def _own_reports(paths: List[str]) -> Optional[Dict[str, Any]]:
         return None  # the trace path reports it
     if not _merge._is_file_of_reports(head):
         return None
-    from gpuutil import compare
+    from gpuutil import _run_file
 
+    notes: List[str] = []
     try:
-        return _merge.merge_reports(compare.load_run(paths[0]))
-    except compare.RunError as e:
+        merged = _merge.merge_reports(_run_file.read_reports(paths[0], notes=notes))
+    except _run_file.RunError as e:
         raise _OwnReportsError(str(e)) from None
+    _warn(notes)
+    return merged
+
+
+def _warn(notes: List[str]) -> None:
+    """One stderr line per note of a reader (a torn final line skipped)."""
+    for note in notes:
+        print(f"gpuutil: warning: {' '.join(note.split())}", file=sys.stderr)
 
 
 class _OwnReportsError(Exception):
     """gpuutil's own reports that cannot be read (one line)."""
 
 
-def _stdin_to_file(paths: List[str], keep: List[Any]) -> List[str]:
-    """`-` is standard input (a pipe: `zcat t.json.gz | gpuutil analyze -`),
-    spooled to a temporary file the importer can read (gzip or not)."""
+def _streamed(path: str) -> bool:
+    """`-` (standard input) or an existing path that is not a regular file
+    (a FIFO, `/dev/stdin`, a `<(...)` /dev/fd/N): the C++ importer reads it
+    once, as a stream; nothing here may peek at it."""
+    if path == "-":
+        return True
+    try:
+        import stat
 
-    if "-" not in paths:
-        return paths
-    import shutil
-    import tempfile
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False  # missing: the importer says so
 
-    spool = tempfile.NamedTemporaryFile(prefix="gpuutil-stdin-", suffix=".json")
-    shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
-    spool.flush()
-    keep.append(spool)  # deleted when the command is done
-    return [spool.name if p == "-" else p for p in paths]
+
+def _memory_size(text: str) -> int:
+    """--max-memory SIZE: bytes (0: no budget)."""
+    try:
+        return _api.parse_memory_size(text)
+    except ValueError as e:
+        raise _type_error(str(e)) from None
+
+
+def _trace_error_text(e: Exception, paths: Sequence[str]) -> str:
+    """The importer's one line, with the CLI's flag for its hint."""
+    text = str(e).replace("pass max_memory", "pass --max-memory")
+    if "-" in paths and "<stdin>" in text and "no traceEvents" in text:
+        text += " (gpuutil's own reports are read from a file, not standard input)"
+    return text
 
 
 def _analyze(args: "argparse.Namespace") -> int:
-    spools: List[Any] = []
-    paths = _stdin_to_file([os.fsdecode(p) for p in args.traces], spools)
+    paths = [os.fsdecode(p) for p in args.traces]
+    if paths.count("-") > 1:
+        return _error("standard input (-) can be given once", 2)
     as_json = args.json or args.indent is not None
     try:
-        own = _own_reports(paths)
+        own = None if any(_streamed(p) for p in paths) else _own_reports(paths)
     except _OwnReportsError as e:
         return _error(str(e), 2)
     if own is not None:  # gpuutil's own reports: shown as they are (nothing to re-analyse)
@@ -336,7 +385,7 @@ def _analyze(args: "argparse.Namespace") -> int:
         if as_json:
             return _emit(json.dumps(own, indent=args.indent) + "\n", args.output)
         return _emit(render_report(own), args.output)
-    _progress(paths)
+    tty = _progress(paths)
     try:
         text = _api.analyze_json(
             paths,
@@ -344,16 +393,16 @@ def _analyze(args: "argparse.Namespace") -> int:
             dtype=args.dtype,
             peak_tflops=args.peak_tflops,
             indent=args.indent if args.indent is not None else -1,
+            max_memory=args.max_memory,
+            progress=tty,
         )
     except _api.TraceError as e:
-        return _error(str(e), 2)
+        return _error(_trace_error_text(e, paths), 2)
     import json
 
     from gpuutil.finance import FinanceInputs, finance_figures
 
     finance = FinanceInputs(args.usd_per_gpu_hour, args.samples_per_step, args.tokens_per_step, args.quality)
-    for spool in spools:  # name standard input as such, not by its spool file
-        text = text.replace(json.dumps(spool.name)[1:-1], "<stdin>")
     if as_json:
         if finance.any():  # the figures the table would print, as the additive "finance" key
             doc = json.loads(text)
@@ -390,6 +439,7 @@ _FAST_VALUES = {
     "--peak-tflops": ("peak_tflops", "_positive_float"),
     "-o": ("output", None),
     "--output": ("output", None),
+    "--max-memory": ("max_memory", "_memory_size"),
     "--usd-per-gpu-hour": ("usd_per_gpu_hour", "_positive_float"),
     "--samples-per-step": ("samples_per_step", "_positive_float"),
     "--tokens-per-step": ("tokens_per_step", "_positive_float"),
@@ -403,7 +453,7 @@ def _fast_analyze_args(raw: "Sequence[str]") -> "Optional[Any]":
         return None
     values: "Dict[str, Any]" = {
         "command": "analyze", "traces": [], "json": False, "indent": None, "flops_per_step": None,
-        "dtype": "bf16", "peak_tflops": None, "output": None, "usd_per_gpu_hour": None,
+        "dtype": "bf16", "peak_tflops": None, "output": None, "max_memory": None, "usd_per_gpu_hour": None,
         "samples_per_step": None, "tokens_per_step": None, "quality": None,
     }
     seen = set()

@@ -13,19 +13,24 @@ Time metrics (``*_ms``) regress by their relative change in percent; ratio
 metrics (``*_pct``) regress by their change in percentage points, so a
 0% -> 3% idle share is a 3-point regression rather than an infinite one.
 A metric regresses when it moves the worse way by more than the threshold.
-Pure functions (no I/O) except :func:`load_run`.
+The gate fails closed: a gated metric that cannot be compared (missing,
+NaN or infinite on either side, a time metric that is not positive) is a
+failure of its own (:func:`gate_problems`), never a pass. Pure functions
+(no I/O) except :func:`load_run` (gpuutil/_run_file.py, re-exported here).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from gpuutil._buckets import IDLE_CAUSES
-from gpuutil._report_check import check_report
+from gpuutil._run_file import RunError, load_run
+
+__all__ = ["METRICS", "DEFAULT_GATED", "MetricDiff", "RunError", "load_run", "run_metrics", "diff_metrics",
+           "gate_problems", "render_diff", "diffs_to_json"]
 
 #: host breakdown category -> its compare metric
 _HOST_METRICS = {
@@ -59,90 +64,17 @@ METRICS: Dict[str, tuple] = {
 DEFAULT_GATED = ("step_wall_p50_ms",)
 
 
-class RunError(ValueError):
-    """An input cannot be read as a run (missing, not JSON, not a report or trace)."""
-
-
 @dataclass
 class MetricDiff:
     metric: str
-    base: Optional[float]
+    base: Optional[float]  # None when unavailable or not finite (then problem says which)
     current: Optional[float]
     change: Optional[float]  # relative % for time metrics, points for pct metrics
     gated: bool
     regressed: bool
-
-
-def _reports_from_text(path: str, text: str) -> List[Dict[str, Any]]:
-    stripped = text.strip()
-    if not stripped:
-        raise RunError(f"cannot read {path}: empty file")
-    try:
-        doc = json.loads(stripped)
-    except json.JSONDecodeError:
-        doc = None
-    if isinstance(doc, dict):
-        return [doc]
-    reports = []
-    for n, line in enumerate(stripped.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise RunError(f"cannot read {path}: line {n} is not JSON ({e.msg})") from None
-        if not isinstance(rec, dict):
-            raise RunError(f"cannot read {path}: line {n} is not a JSON object")
-        reports.append(rec)
-    return reports
-
-
-def load_run(path: str, *, cluster_records: bool = False) -> List[Dict[str, Any]]:
-    """The gpuutil reports of one run: a report JSON, a reports JSONL, or a trace.
-
-    A distributed job's leader JSONL also holds ``gpuutil.cluster/1``
-    records (docs/distributed.md): they are skipped, or kept in file order
-    with ``cluster_records`` (the HTML and Prometheus exporters read them)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(2)
-    except OSError as e:
-        raise RunError(f"cannot read {path}: {e.strerror or e}") from None
-    if head == b"\x1f\x8b":  # gzip: a compressed Kineto trace
-        return [_analyze_trace(path)]
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise RunError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
-    reports = _reports_from_text(path, text)
-    if len(reports) == 1 and "traceEvents" in reports[0]:
-        return [_analyze_trace(path)]
-    out = []
-    for r in reports:
-        if str(r.get("schema", "")).startswith("gpuutil.cluster/"):
-            if cluster_records:
-                out.append(r)
-            continue
-        if not str(r.get("schema", "")).startswith("gpuutil.report/") or not isinstance(r.get("steps"), list):
-            raise RunError(f"cannot read {path}: not a gpuutil report (no 'schema: gpuutil.report/N' with steps)")
-        try:
-            check_report(r, f"report {len(out) + 1}" if len(reports) > 1 else "report")
-        except ValueError as e:
-            raise RunError(f"cannot read {path}: {e}") from None
-        out.append(r)
-    if not any(str(r.get("schema", "")).startswith("gpuutil.report/") for r in out):
-        raise RunError(f"cannot read {path}: no gpuutil step report in it")
-    return out
-
-
-def _analyze_trace(path: str) -> Dict[str, Any]:
-    from gpuutil import _api
-
-    try:
-        return _api.analyze(path)
-    except _api.TraceError as e:
-        raise RunError(str(e)) from None
+    #: why the metric cannot be compared (``is not available in BASE``), or
+    #: None. A gated metric with a problem fails the gate (:func:`gate_problems`).
+    problem: Optional[str] = None
 
 
 def _percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -238,26 +170,56 @@ def run_metrics(reports: Iterable[Dict[str, Any]]) -> Dict[str, Optional[float]]
     return out
 
 
+def _problem(value: Optional[float], unit: str, label: str) -> Optional[str]:
+    """Why one side's value cannot enter a comparison, or None."""
+    if value is None:
+        return f"is not available in {label}"
+    if not math.isfinite(value):
+        return f"is {value} in {label}, not a finite number"
+    if unit == "ms" and value <= 0:
+        return f"is {value:g} ms in {label}: a relative change needs a positive step time on both sides"
+    return None
+
+
+def _finite(value: Optional[float]) -> Optional[float]:
+    return value if value is not None and math.isfinite(value) else None
+
+
 def diff_metrics(
     base: Dict[str, Optional[float]],
     current: Dict[str, Optional[float]],
     gated: Sequence[str],
     max_regression_pct: float,
+    labels: Sequence[str] = ("BASE", "CURRENT"),
 ) -> List[MetricDiff]:
-    """One MetricDiff per metric, regression flags set on the gated ones."""
+    """One MetricDiff per metric, regression flags set on the gated ones.
+
+    A metric missing on either side, NaN or infinite on either side, or
+    (time metrics) not positive on either side has no change and a
+    ``problem`` naming the side (``labels``: how BASE and CURRENT are
+    named); on a gated metric that fails the gate (:func:`gate_problems`)."""
+    if isinstance(max_regression_pct, bool) or not math.isfinite(max_regression_pct) or max_regression_pct < 0:
+        raise ValueError(f"max_regression_pct must be a finite number >= 0, got {max_regression_pct!r}")
     out = []
     for m, (direction, unit, _) in METRICS.items():
         b, c = base.get(m), current.get(m)
+        problem = _problem(b, unit, labels[0]) or _problem(c, unit, labels[1])
         change: Optional[float] = None
-        if b is not None and c is not None:
-            if unit == "pct":
-                change = c - b
-            elif b > 0:
-                change = 100.0 * (c - b) / b
+        if problem is None:
+            assert b is not None and c is not None
+            change = c - b if unit == "pct" else 100.0 * (c - b) / b
+            if not math.isfinite(change):
+                problem, change = f"changes by {change} from {labels[0]} to {labels[1]}, not a finite amount", None
         is_gated = m in gated
         regressed = bool(is_gated and change is not None and direction * change > max_regression_pct)
-        out.append(MetricDiff(m, b, c, change, is_gated, regressed))
+        out.append(MetricDiff(m, _finite(b), _finite(c), change, is_gated, regressed, problem))
     return out
+
+
+def gate_problems(diffs: Sequence[MetricDiff]) -> List[str]:
+    """One line per gated metric that cannot be compared (``gated metric M
+    is not available in BASE``): each fails the gate, exit 2 from the CLI."""
+    return [f"gated metric {d.metric} {d.problem}" for d in diffs if d.gated and d.problem]
 
 
 def _fmt(v: Optional[float]) -> str:
@@ -265,7 +227,8 @@ def _fmt(v: Optional[float]) -> str:
 
 
 def render_diff(diffs: Sequence[MetricDiff], max_regression_pct: float) -> str:
-    """The diff table, then one verdict line."""
+    """The diff table, then one verdict line: PASS only when every gated
+    metric was compared and none regressed."""
     rows = []
     for d in diffs:
         unit = METRICS[d.metric][1]
@@ -273,9 +236,9 @@ def render_diff(diffs: Sequence[MetricDiff], max_regression_pct: float) -> str:
             change = "-"
         else:
             change = f"{d.change:+.2f}{'%' if unit == 'ms' else ' pt'}"
-        status = "REGRESSION" if d.regressed else ("ok" if d.gated and d.change is not None else "")
-        if d.gated and d.change is None:
-            status = "n/a"
+        status = ""
+        if d.gated:
+            status = "CANNOT COMPARE" if d.problem else ("REGRESSION" if d.regressed else "ok")
         rows.append([d.metric, _fmt(d.base), _fmt(d.current), change, "yes" if d.gated else "", status])
     headers = ["metric", "base", "current", "change", "gated", "status"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
@@ -286,7 +249,10 @@ def render_diff(diffs: Sequence[MetricDiff], max_regression_pct: float) -> str:
 
     lines = [fmt(headers), "  ".join("-" * w for w in widths), *(fmt(r) for r in rows)]
     bad = [d.metric for d in diffs if d.regressed]
-    if bad:
+    problems = gate_problems(diffs)
+    if problems:
+        lines.append(f"FAIL: {'; '.join(problems)}")
+    elif bad:
         lines.append(f"FAIL: {', '.join(bad)} regressed by more than {max_regression_pct:g}")
     else:
         lines.append(f"PASS: no gated metric regressed by more than {max_regression_pct:g}")
@@ -294,13 +260,15 @@ def render_diff(diffs: Sequence[MetricDiff], max_regression_pct: float) -> str:
 
 
 def diffs_to_json(diffs: Sequence[MetricDiff], max_regression_pct: float) -> Dict[str, Any]:
+    """The comparison as a JSON-ready dict (no NaN or infinity in it)."""
     return {
         "max_regression": max_regression_pct,
         "regressed": [d.metric for d in diffs if d.regressed],
+        "cannot_compare": [d.metric for d in diffs if d.gated and d.problem],
         "metrics": [
             {"metric": d.metric, "base": d.base, "current": d.current, "change": d.change,
              "change_unit": "percent" if METRICS[d.metric][1] == "ms" else "points",
-             "gated": d.gated, "regressed": d.regressed}
+             "gated": d.gated, "regressed": d.regressed, "problem": d.problem}
             for d in diffs
         ],
     }

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "collectors/replay/trace_bytes.h"
+#include "gpuutil/analysis.h"
 #include "gpuutil/kineto_import.h"
 #include "mutation.h"
 #include "traces.h"
@@ -344,6 +345,25 @@ TEST(ImportRobustness, NegativeHugeAndExtremeTimes) {
         "pid": 1, "tid": 1, "ts": )J") + t[0] + R"J(, "dur": )J" + t[1] + "}]}");
     EXPECT_TRUE(r.ok) << t[0] << " " << t[1] << " -> " << r.error;
     EXPECT_CONSISTENT(r);
+  }
+}
+
+// Found by the mutation fuzzer (tests/fuzz): one event at ts = -9e15 us,
+// inside int64 as ns, beside events at epoch times (1.7e18 ns) made every
+// difference overflow: a negative trace span and whole-trace wall.
+TEST(ImportRobustness, AnEventFarFromTheOthersIsOutOfRangeNotAnOverflow) {
+  for (const char* far : {"-9000000000000000", "9000000000000000", "-2305843009213694", "4611686018427388"}) {
+    const ImportResult r = import_kineto_json(std::string(R"J({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1700000000000000, "dur": 10},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": )J") + far + R"J(, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1700000000000002, "dur": 5,
+         "args": {"device": 0, "stream": 7}}]})J");
+    ASSERT_TRUE(r.ok) << far << ": " << r.error;
+    EXPECT_EQ(r.store.diagnostics.count(Diag::event_timestamp_out_of_range), 1u) << far;
+    EXPECT_CONSISTENT(r);
+    const Report report = analyze(r.store);
+    EXPECT_GE(report.summary.trace_span_ns, 0) << far;
+    for (const auto& step : report.steps) EXPECT_GE(step.wall_ns, 0) << far;
   }
 }
 

@@ -32,6 +32,7 @@
 #include "gzip_bytes.h"
 #include "import_compare.h"
 #include "mutation.h"
+#include "peak_rss.h"
 #include "traces.h"
 
 namespace gpuutil {
@@ -432,26 +433,9 @@ TEST(StreamImport, EveryRealTraceMatchesSerial) {
 
 // ---------------------------------------------------------------- memory
 
-// Peak resident memory since the last reset_peak_rss() (VmHWM), in bytes.
-bool reset_peak_rss() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-  clear.flush();
-  return static_cast<bool>(clear);
-}
-
-// A "VmHWM:" / "VmRSS:" line of /proc/self/status, in bytes (0 if absent).
-size_t status_bytes(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size())) * 1024;
-  }
-  return 0;
-}
-
-size_t peak_rss_bytes() { return status_bytes("VmHWM:"); }
-size_t rss_bytes() { return status_bytes("VmRSS:"); }
+using test::peak_rss_bytes;
+using test::reset_peak_rss;
+using test::rss_bytes;
 
 TEST(StreamImport, HoldsAWindowNotTheDocument) {
   // A 48 MB document of events the mapper keeps little of (cpu_op events

@@ -19,6 +19,7 @@
 #include "collectors/replay/decimal_time.h"
 #include "collectors/replay/kineto_category.h"
 #include "collectors/replay/trace_bytes.h"
+#include "gpuutil/analysis.h"
 #include "gpuutil/kineto_import.h"
 #include "gzip_bytes.h"
 #include "traces.h"
@@ -559,6 +560,41 @@ TEST(KinetoSteps, OverlapIsClipped) {
   EXPECT_EQ(diag(r, Diag::steps_overlapping), 2u);
 }
 
+// Two ProfilerStep#1 ranges at different times (issue 32, item 7): before,
+// step 1 got two windows and so two device-0 entries in the report, one of
+// them 1,000x the step's wall, with no diagnostic.
+TEST(KinetoSteps, RepeatedStepNumberKeepsTheEarliestWindowAndCountsTheOthers) {
+  const ImportResult r = imp(trace(std::string(kKernelEvent) + R"J(,
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 1100, "dur": 100},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1300, "dur": 100000},
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 1000, "dur": 100},
+    {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#2", "pid": 1, "tid": 1, "ts": 1150, "dur": 10}
+  )J"));
+  ASSERT_TRUE(r.ok) << r.error;
+  ASSERT_EQ(r.store.steps.size(), 2u);
+  EXPECT_EQ(r.store.steps[0].step, 1);
+  EXPECT_EQ(r.store.steps[0].start_ns, 1000000);
+  EXPECT_EQ(r.store.steps[0].end_ns, 1100000);
+  EXPECT_EQ(r.store.steps[1].step, 2);
+  EXPECT_EQ(r.store.steps[1].start_ns, 1100000);
+  EXPECT_EQ(r.store.steps[1].end_ns, 1200000);
+  EXPECT_EQ(diag(r, Diag::steps_duplicated), 2u);  // the nested copy of step 2 and the late step 1
+  EXPECT_EQ(r.store.diagnostics.example(Diag::steps_duplicated),
+            "step 2: [1150000, 1160000) ns dropped, [1100000, 1200000) ns kept");
+  expect_only_diags(r, {Diag::steps_duplicated});
+
+  // The report: one entry per step, one device entry per step, each with
+  // the step's wall; the dropped window's time is outside any step.
+  const Report report = analyze(r.store);
+  ASSERT_EQ(report.steps.size(), 2u);
+  for (const StepReport& s : report.steps) {
+    ASSERT_EQ(s.devices.size(), 1u) << "step " << s.step;
+    EXPECT_EQ(s.devices[0].wall_ns, s.wall_ns) << "step " << s.step;
+  }
+  EXPECT_EQ(report.summary.steps_wall_ns, 200000);
+  EXPECT_EQ(report.diagnostics.count(Diag::steps_duplicated), 2u);
+}
+
 TEST(KinetoSteps, MissingStepsGiveOneWholeTraceWindow) {
   const ImportResult r = imp(trace(std::string(kKernelEvent) + R"J(,
     {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 900, "dur": 5})J"));
@@ -795,7 +831,7 @@ TEST_P(KinetoRealTrace, ImportsWithExpectedCounts) {
   EXPECT_FALSE(s.diagnostics.any_error());
   for (Diag d : {Diag::event_malformed, Diag::event_negative_duration, Diag::event_huge_duration,
                  Diag::event_timestamp_out_of_range, Diag::event_unknown_phase, Diag::event_unknown_category,
-                 Diag::device_properties_malformed, Diag::steps_overlapping}) {
+                 Diag::device_properties_malformed, Diag::steps_overlapping, Diag::steps_duplicated}) {
     EXPECT_EQ(s.diagnostics.count(d), 0u) << diag_info(d).name << ": " << s.diagnostics.example(d);
   }
   // Store invariants.
@@ -988,6 +1024,51 @@ TEST(KinetoRealTraceDetails, FileAndMemoryImportAgree) {
   }
   EXPECT_EQ(a.store.api_calls.size(), b.store.api_calls.size());
   EXPECT_EQ(a.store.ranges.size(), b.store.ranges.size());
+}
+
+// The mutation that found issue 32's item 7, on a real trace: ProfilerStep#6
+// of the ResNet-50 run again, 1,000x as long, after the last step (and, in
+// a second input, before the first). Each step keeps one window and one
+// device entry with the step's wall; with the copy after the run the steps
+// are exactly those of the unmutated trace.
+TEST(KinetoRealTraceDetails, DuplicatedProfilerStepInARealTraceGivesOneEntryPerStep) {
+  REQUIRE_TRACE("kineto_resnet50_nw4_v100.json.gz");
+  const std::string compressed = read_bytes(trace_path("kineto_resnet50_nw4_v100.json.gz"));
+  replay::TraceBytes plain;
+  std::string error;
+  ASSERT_TRUE(replay::gunzip(compressed, &plain, &error)) << error;
+  const std::string original(plain.view());
+  const size_t events_at = original.find("\"traceEvents\": [");
+  ASSERT_NE(events_at, std::string::npos);
+  const auto with_copy_at = [&](const char* ts_us) {
+    std::string doc = original;
+    doc.insert(events_at + 16, std::string(R"J({"ph": "X", "cat": "Operator", "name": "ProfilerStep#6", "pid": 5555, "tid": "5555", "ts": )J") +
+                                   ts_us + R"J(, "dur": 123884000},)J");
+    return doc;
+  };
+  const Report base = analyze(import_kineto_json(original).store);
+  ASSERT_EQ(base.steps.size(), 6u);
+  for (const char* ts_us : {"1623212389300000", "1623212000000000"}) {
+    SCOPED_TRACE(ts_us);
+    const ImportResult r = import_kineto_json(with_copy_at(ts_us));
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(diag(r, Diag::steps_duplicated), 1u);
+    const Report report = analyze(r.store);
+    ASSERT_EQ(report.steps.size(), 6u);
+    for (const StepReport& s : report.steps) {
+      ASSERT_EQ(s.devices.size(), 1u) << "step " << s.step;
+      EXPECT_EQ(s.devices[0].wall_ns, s.wall_ns) << "step " << s.step;
+      EXPECT_EQ(s.devices[0].breakdown.total_ns(), s.wall_ns) << "step " << s.step;
+    }
+  }
+  const Report after = analyze(import_kineto_json(with_copy_at("1623212389300000")).store);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(after.steps[i].step, base.steps[i].step);
+    EXPECT_EQ(after.steps[i].start_ns, base.steps[i].start_ns);
+    EXPECT_EQ(after.steps[i].end_ns, base.steps[i].end_ns);
+    EXPECT_EQ(after.steps[i].devices[0].busy_ns, base.steps[i].devices[0].busy_ns);
+    EXPECT_EQ(after.steps[i].devices[0].breakdown.idle_total_ns(), base.steps[i].devices[0].breakdown.idle_total_ns());
+  }
 }
 
 TEST(KinetoRealTraceDetails, ConcurrentImportsAreIndependent) {

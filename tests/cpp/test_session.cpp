@@ -152,31 +152,39 @@ TEST(Session, UnwritableSinkIsReportedAndSessionStillWorks) {
 }
 
 TEST(Session, ConcurrentProducersAndStepBoundariesAreSafe) {
-  Session s(SessionOptions{});
+  // Two producers add ranges while the main thread closes and reports 200
+  // steps. Bounded work (issue 32, item 8): the ranges fall inside the
+  // steps' 2,000 ns (so steps take them) and the pending store is capped
+  // small, so neither time nor memory grows with how long the main thread
+  // is starved on a loaded machine; the producers stop after a bounded count.
+  SessionOptions options;
+  options.max_pending_events = size_t{1} << 14;
+  Session s(options);
   const uint32_t t1 = s.thread_index(1, 1), t2 = s.thread_index(1, 2);
+  constexpr uint64_t kMaxPerProducer = 200000;
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> added{0};
   auto producer = [&](uint32_t thread) {
-    int64_t t = 0;
-    while (!stop.load()) {
+    for (uint64_t i = 0; i < kMaxPerProducer && !stop.load(); ++i) {
+      const int64_t t = static_cast<int64_t>(i % 2000);
       s.add_range(range(s, "aten::add", t, t + 1, thread));
-      ++t;
       added.fetch_add(1);
     }
   };
   std::thread a(producer, t1), b(producer, t2);
+  while (added.load() < 1000) std::this_thread::yield();  // the producers really run during the steps
   for (int step = 0; step < 200; ++step) {
     s.begin_step(step, step * 10);
     s.end_step(step * 10 + 10);
     s.mark_complete_until(step * 10 + 10);
     s.collect();
   }
-  while (added.load() < 1000) std::this_thread::yield();  // producers really ran concurrently
   stop = true;
   a.join();
   b.join();
   EXPECT_EQ(s.steps_reported(), 200u);
   EXPECT_GE(added.load(), 1000u);
+  EXPECT_LE(s.pending_events(), options.max_pending_events);
   s.finish(2000);
   EXPECT_EQ(s.steps_reported(), 200u);
 }

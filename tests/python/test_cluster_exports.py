@@ -465,7 +465,7 @@ def test_a_leader_jsonl_with_cluster_records_loads_in_compare_and_the_exporters(
     assert [r["schema"].split("/")[0] for r in kept] == ["gpuutil.report", "gpuutil.cluster", "gpuutil.report"]
     out = tmp_path / "m.prom"
     assert cli.main(["export", "prometheus", str(path), "-o", str(out)]) == 0
-    assert 'gpuutil_straggler{rank="2"' in out.read_text()
+    assert 'gpuutil_straggler{cause="dataloader",host="vm",rank="2"} 1.0' in out.read_text()  # labels sorted
     only_cluster = tmp_path / "cluster_only.jsonl"
     only_cluster.write_text(json.dumps(record) + "\n")
     with pytest.raises(compare.RunError, match="no gpuutil step report"):

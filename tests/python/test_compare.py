@@ -2,9 +2,11 @@
 
 Pins the exit-code contract a CI job relies on: 1 on a 10% step-time
 regression, 0 on differences under the threshold, 2 on unreadable input or
-a gated metric that is missing; that a report JSON and a steps JSONL of the
-same run give the same metrics; the percentage-point rule for ratio metrics;
-and that the table names the regressed metric.
+a gated metric that cannot be compared (missing, NaN or infinite, a 0 ms
+time) - the gate fails closed, never `n/a` or `+nan ... ok` with exit 0;
+that a report JSON and a steps JSONL of the same run give the same metrics;
+the percentage-point rule for ratio metrics; and that the table names the
+regressed metric.
 """
 
 from __future__ import annotations
@@ -145,3 +147,83 @@ def test_missing_gated_metric_exits_2(run_cli, tmp_path, base_report):
     proc = run_cli("compare", base, base, "--metric", "mfu_pct")
     assert proc.returncode == 2
     assert "mfu_pct is not available" in proc.stderr
+
+
+def _one_error_line(proc) -> str:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("gpuutil: error: "), proc.stderr
+    return proc.stderr
+
+
+def test_zero_ms_steps_on_either_side_fail_the_gate_with_exit_2(run_cli, tmp_path, base_report):
+    zero = copy.deepcopy(base_report)
+    for step in zero["steps"]:
+        step["wall_ns"] = 0
+    good = _write(tmp_path, "good.json", base_report)
+    bad = _write(tmp_path, "zero.json", zero)
+    err = _one_error_line(run_cli("compare", bad, good))
+    assert f"gated metric step_wall_p50_ms is 0 ms in BASE ({bad})" in err
+    err = _one_error_line(run_cli("compare", good, bad))
+    assert f"gated metric step_wall_p50_ms is 0 ms in CURRENT ({bad})" in err
+    # Not gated, the same metric is only shown without a change.
+    proc = run_cli("compare", bad, good, "--metric", "busy_pct")
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("step_wall_p50_ms"))
+    assert row.split()[1:] == ["0.000", f"{compare.run_metrics([base_report])['step_wall_p50_ms']:.3f}", "-"]
+
+
+def test_a_nan_literal_in_a_report_fails_instead_of_passing_the_gate(run_cli, tmp_path, base_report):
+    nan = copy.deepcopy(base_report)
+    for step in nan["steps"]:
+        for d in step["devices"]:
+            d["sm_efficiency_est"] = float("nan")  # json.dumps writes NaN; JSON has no such value
+    good = _write(tmp_path, "good.json", base_report)
+    bad = _write(tmp_path, "nan.json", nan)
+    err = _one_error_line(run_cli("compare", good, bad, "--metric", "sm_efficiency_pct"))
+    assert f"cannot read {bad}: line 1 is not JSON (NaN is not a JSON value)" in err
+
+
+def test_a_metric_that_overflows_to_nan_or_infinity_fails_the_gate(run_cli, tmp_path, base_report):
+    """Finite numbers a report may hold whose pooling overflows: the change
+    is never printed as +nan/+inf, and the gate exits 2 naming the metric."""
+    for values, word in (((1e308, 1e308), "inf"), ((1e308, -1e308), "nan")):
+        cur = copy.deepcopy(base_report)
+        devices = [d for step in cur["steps"] for d in step["devices"]]
+        for d, v in zip(devices, values * len(devices)):
+            d["sm_efficiency_est"] = v
+        good = _write(tmp_path, "good.json", base_report)
+        bad = _write(tmp_path, f"{word}.json", cur)
+        err = _one_error_line(run_cli("compare", good, bad, "--metric", "sm_efficiency_pct"))
+        assert f"gated metric sm_efficiency_pct is {word} in CURRENT ({bad}), not a finite number" in err
+        proc = run_cli("compare", good, bad)  # not gated: shown as '-', never as a change
+        assert proc.returncode == 0, proc.stderr
+        row = next(line for line in proc.stdout.splitlines() if line.startswith("sm_efficiency_pct"))
+        assert row.split()[2:] == ["-", "-"]
+        assert "nan" not in proc.stdout and "inf" not in proc.stdout
+
+
+def test_the_library_verdict_fails_closed_on_every_metric_it_cannot_compare():
+    base = {m: 50.0 for m in compare.METRICS}
+    cur = dict(base)
+    cases = {"step_wall_p50_ms": (0.0, 10.0), "step_wall_mean_ms": (10.0, -1.0), "busy_pct": (float("nan"), 50.0),
+             "idle_pct": (50.0, float("inf")), "mfu_pct": (None, 50.0), "compute_pct": (50.0, None)}
+    for m, (b, c) in cases.items():
+        base[m], cur[m] = b, c
+    diffs = compare.diff_metrics(base, cur, tuple(cases), 5.0)
+    by = {d.metric: d for d in diffs}
+    for m in cases:
+        assert by[m].change is None and by[m].problem and not by[m].regressed, by[m]
+    assert by["busy_pct"].problem == "is nan in BASE, not a finite number"
+    assert by["mfu_pct"].problem == "is not available in BASE"
+    assert by["step_wall_p50_ms"].problem.startswith("is 0 ms in BASE")
+    assert by["step_wall_mean_ms"].problem.startswith("is -1 ms in CURRENT")
+    assert sorted(p.split()[2] for p in compare.gate_problems(diffs)) == sorted(cases)
+    text = compare.render_diff(diffs, 5.0)
+    assert text.splitlines()[-1].startswith("FAIL: gated metric step_wall_p50_ms is 0 ms in BASE")
+    assert "PASS" not in text and "nan" not in text.splitlines()[2] and "+inf" not in text
+    doc = compare.diffs_to_json(diffs, 5.0)
+    json.dumps(doc, allow_nan=False)  # strict JSON: no NaN or Infinity in it
+    assert sorted(doc["cannot_compare"]) == sorted(cases)
+    with pytest.raises(ValueError, match="max_regression_pct"):
+        compare.diff_metrics(base, cur, (), float("nan"))

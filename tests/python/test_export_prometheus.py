@@ -1,16 +1,25 @@
-"""Tests of the Prometheus exporter (python/gpuutil/export/prometheus.py).
+"""Tests of the Prometheus exporter (python/gpuutil/export/prometheus.py,
+prometheus_families.py).
 
 The exposition must parse with prometheus_client's own parser, carry rank,
 host and device labels, keep the bucket identity (buckets sum to step
 wall), include device health when counters were sampled, be served on
-127.0.0.1 over HTTP, and reach a pushgateway with a rank/host grouping key
-(a local fake gateway here).
+127.0.0.1 unless told otherwise, answer a scrape while slow and idle
+clients hold connections, reach a pushgateway with a job/rank/host grouping
+key (a local fake gateway here), and say which package to install when
+prometheus_client is missing.
 """
 
 from __future__ import annotations
 
 import http.server
+import json
+import socket
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -79,7 +88,7 @@ def test_http_endpoint_serves_on_loopback(report):
     metrics = prometheus.PrometheusMetrics(host="h").add_all([report])
     server = prometheus.serve(metrics, port=0)
     try:
-        assert server.server_address[0] == "127.0.0.1"
+        assert server.socket.getsockname()[0] == "127.0.0.1"
         url = f"http://127.0.0.1:{server.server_port}/metrics"
         with urllib.request.urlopen(url, timeout=10) as resp:
             assert resp.status == 200
@@ -116,50 +125,15 @@ def test_push_to_gateway_uses_rank_and_host_grouping(report):
     t.start()
     try:
         metrics = prometheus.PrometheusMetrics(host="node 1").add_all([report])
-        status = prometheus.push(metrics, f"127.0.0.1:{gw.server_port}", job="nightly", rank=2)
+        prometheus.push(metrics, f"127.0.0.1:{gw.server_port}", job="nightly", rank=2)
     finally:
         gw.shutdown()
         gw.server_close()
-    assert status == 200
     # prometheus_client's push_to_gateway sends it (values with spaces are
     # base64-encoded in the path, as the pushgateway documents).
     assert _grouping(received["path"]) == {"job": "nightly", "rank": "2", "host": "node 1"}
     assert "gpuutil_time_seconds" in _families(received["body"])
     assert received["type"].startswith("text/plain")
-
-
-def test_push_without_prometheus_client_uses_urllib(report, monkeypatch):
-    import builtins
-
-    real_import = builtins.__import__
-
-    def no_bridge(name, *args, **kwargs):
-        if name == "gpuutil.export.prometheus_bridge":
-            raise ImportError("no prometheus_client here")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_bridge)
-    received = {}
-
-    class Gateway(http.server.BaseHTTPRequestHandler):
-        def do_PUT(self):  # noqa: N802
-            received["path"] = self.path
-            self.rfile.read(int(self.headers["Content-Length"]))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *a):
-            pass
-
-    gw = http.server.HTTPServer(("127.0.0.1", 0), Gateway)
-    threading.Thread(target=gw.serve_forever, daemon=True).start()
-    try:
-        metrics = prometheus.PrometheusMetrics(host="node 1").add_all([report])
-        assert prometheus.push(metrics, f"127.0.0.1:{gw.server_port}", job="nightly", rank=2) == 200
-    finally:
-        gw.shutdown()
-        gw.server_close()
-    assert received["path"] == "/metrics/job/nightly/rank/2/host/node%201"
 
 
 def _grouping(path):
@@ -181,25 +155,20 @@ def _samples(text):
                   for f in parser.text_string_to_metric_families(text) for s in f.samples)
 
 
-def test_prometheus_client_registry_serves_the_same_series(report, tmp_path):
-    """metrics.register(registry): prometheus_client's own exposition (and
-    HTTP server) give exactly the samples of gpuutil's text exposition:
-    same names, labels, values; counters keep their _total names."""
-    from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+def test_register_puts_the_same_series_in_a_registry_until_unregistered(report):
+    """metrics.register(registry): that registry's exposition gives exactly
+    the samples of metrics.exposition() (names, labels, values; counters
+    keep their _total names), read at each scrape, until unregistered."""
+    from prometheus_client import CollectorRegistry, generate_latest
 
     metrics = prometheus.PrometheusMetrics(host="node-7").add_all([report])
     registry = CollectorRegistry()
     collector = metrics.register(registry)
     ours = _samples(metrics.exposition())
-    theirs = _samples(generate_latest(registry).decode())
-    assert ours == theirs and any(name == "gpuutil_steps_total" for name, _, _ in ours)
-    server, thread = start_http_server(0, addr="127.0.0.1", registry=registry)
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=5) as resp:
-            assert _samples(resp.read().decode()) == ours
-    finally:
-        server.shutdown()
-        server.server_close()
+    assert _samples(generate_latest(registry).decode()) == ours
+    assert any(name == "gpuutil_steps_total" for name, _, _ in ours)
+    metrics.add(report)
+    assert _samples(generate_latest(registry).decode()) == _samples(metrics.exposition()) != ours
     registry.unregister(collector)
     assert generate_latest(registry) == b""
 
@@ -211,29 +180,97 @@ def test_cli_export_prometheus(run_cli, trace):
     assert fams["gpuutil_busy_ratio"].samples[0].labels["host"] == "ci"
 
 
-def test_the_endpoint_bounds_its_threads_and_times_out_idle_clients():
-    """Idle connections (a client that never sends its request) neither pile
-    up threads nor keep the endpoint from answering once they time out."""
-    import socket
-    import threading
-    import time
-    import urllib.request
-
-    from gpuutil.export import prometheus
-
+def _one_step_metrics():
     metrics = prometheus.PrometheusMetrics(host="h")
-    server = prometheus.serve(metrics, port=0)
-    port = server.server_port
+    metrics.add({"steps": [{"step": 0, "wall_ns": 10, "devices": [{"rank": 0, "device": 0, "wall_ns": 10,
+                                                                  "busy_ns": 5, "breakdown_ns": {"compute": 5}}]}]})
+    return metrics
+
+
+def test_the_endpoint_binds_loopback_unless_told_otherwise():
+    metrics = _one_step_metrics()
+    for kwargs, address in (({}, "127.0.0.1"), ({"addr": "127.0.0.2"}, "127.0.0.2")):
+        server = prometheus.serve(metrics, **kwargs)
+        try:
+            assert server.socket.getsockname()[0] == address
+            with urllib.request.urlopen(f"http://{address}:{server.server_port}/metrics", timeout=5) as resp:
+                assert "gpuutil_steps_total" in resp.read().decode()
+        finally:
+            server.shutdown()
+            server.server_close()
+
+
+def test_slow_and_idle_clients_do_not_block_a_scrape():
+    """Eight clients trickling their request one byte a second and 200 idle
+    connections stay connected while a scrape is answered at once (the
+    hand-written endpoint this replaced refused every scrape meanwhile)."""
+    server = prometheus.serve(_one_step_metrics())
+    address = ("127.0.0.1", server.server_port)
+    slow, idle = [], []
+    for conns, n in ((slow, 8), (idle, 200)):
+        for _ in range(n):
+            conns.append(socket.create_connection(address))
+            time.sleep(0.002)  # paced: the server's listen backlog is 5, a burst waits on SYN retries
+    stop = threading.Event()
+    request = b"GET /metrics HTTP/1.1\r\nHost: gpuutil-test\r\n"
+
+    def trickle():
+        for i in range(len(request)):
+            for s in slow:
+                s.sendall(request[i:i + 1])
+            if stop.wait(1.0):
+                return
+
+    trickler = threading.Thread(target=trickle, daemon=True)
+    trickler.start()
     try:
-        before = threading.active_count()
-        idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]
-        time.sleep(0.5)
-        assert threading.active_count() - before <= prometheus._Server.MAX_CONNECTIONS
-        time.sleep(prometheus._Handler.timeout + 1.0)  # the idle ones time out
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-            assert r.status == 200
-        for s in idle:
-            s.close()
+        time.sleep(1.5)  # two bytes each so far: every slow client is mid-request
+        start_s = time.monotonic()
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=5) as resp:
+            body = resp.read().decode()
+        elapsed_s = time.monotonic() - start_s
+        assert "gpuutil_steps_total" in body
+        assert elapsed_s < 2.0, elapsed_s
+        assert trickler.is_alive()  # still trickling: the scrape did not wait for them
+        for s in slow + idle:  # nobody was answered or closed: no data, no EOF
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                s.recv(1)
     finally:
+        stop.set()
+        trickler.join()
+        for s in slow + idle:
+            s.close()
         server.shutdown()
         server.server_close()
+
+
+def test_without_prometheus_client_each_path_names_the_package_to_install(report, tmp_path):
+    """With prometheus_client missing, gpuutil still imports; exposition,
+    register, collector, serve and push raise an ImportError naming the
+    extra to install, and `gpuutil export prometheus` prints it on one line
+    and exits 2."""
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report))
+    script = textwrap.dedent('''
+        import sys
+        sys.modules["prometheus_client"] = None  # as if not installed
+        import gpuutil
+        from gpuutil import cli
+        from gpuutil.export import prometheus
+        m = prometheus.PrometheusMetrics(host="h")
+        for call in (m.exposition, m.register, m.collector, lambda: prometheus.serve(m),
+                     lambda: prometheus.push(m, "127.0.0.1:9")):
+            try:
+                call()
+                print("no error")
+            except ImportError as e:
+                print(e)
+        sys.exit(cli.main(["export", "prometheus", sys.argv[1]]))
+    ''')
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=60)
+    message = "Prometheus export needs the 'prometheus_client' package: pip install 'gpuutil[prometheus]'"
+    assert proc.stdout.splitlines() == [message] * 5
+    assert proc.returncode == 2
+    assert proc.stderr == f"gpuutil: error: {message}\n"

@@ -61,6 +61,29 @@ def test_real_libcupti_without_a_driver_names_cupti_error_unknown(monkeypatch):
     assert "no NVIDIA driver/GPU visible" in reason
 
 
+@pytest.mark.skipif(_gpu_present(), reason="this test pins the no-GPU behaviour")
+def test_a_cpu_only_torch_profiler_running_at_start_keeps_the_real_reason_gpu_collection_is_off():
+    # Without a GPU the reason is the missing driver, not the profiler
+    # (issue 32, item 2: it read gpu_collection_suspended).
+    pytest.importorskip("torch")
+    script = textwrap.dedent("""
+        import json, gpuutil, torch
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]):
+            with gpuutil.profile(report_interval_ms=0) as prof:
+                with prof.step():
+                    pass
+        names = [d["name"] for r in prof.reports for d in r["diagnostics"]]
+        print(json.dumps({"off": prof.gpu_collection_off, "names": names}))
+        """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = __import__("json").loads(out.stdout.strip().splitlines()[-1])
+    assert "gpu_collection_suspended" not in result["names"]
+    assert len(result["off"]) == 1 and result["off"][0].startswith("CUPTI: "), result
+    assert "torch.profiler" not in result["off"][0]
+
+
 def test_missing_library_override_is_the_reason(monkeypatch):
     monkeypatch.setenv("GPUUTIL_CUPTI_LIBRARY", "/nonexistent/libcupti.so.13")
     with gpuutil.profile() as prof:

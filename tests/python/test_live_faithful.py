@@ -233,3 +233,43 @@ def test_python_thread_key_is_what_cupti_records():
 
     # CPython's thread ident is pthread_self(); CUPTI records its low 32 bits.
     assert thread_key() == threading.get_ident() & 0xFFFFFFFF
+
+
+def test_a_cpu_only_torch_profiler_started_before_gpuutil_leaves_it_every_kernel():
+    # A CPU-only torch.profiler does not take CUPTI: gpuutil started inside
+    # it collects as usual (issue 32, item 2: 3 kernels a step became 0).
+    result = run(
+        """
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]):
+            with gpuutil.profile(report_interval_ms=0) as prof:
+                for _ in range(3):
+                    with prof.step():
+                        kernels(3)
+        print(json.dumps(summary(prof)))
+        """
+    )
+    assert [s["kernels"] for s in result] == [3, 3, 3]
+    assert not any("gpu_collection_suspended" in s["diagnostics"] for s in result)
+
+
+def test_a_profiler_that_does_not_take_cupti_found_at_a_step_boundary_suspends_nothing():
+    # The NVTX/ITT emitters and the legacy profiler are on without Kineto's
+    # CUPTI client: the step-boundary check must tell them from one that is.
+    result = run(
+        """
+        from gpuutil.torch import _profiler_guard
+        types = torch._C._profiler.ActiveProfilerType
+        running = [False]
+        _profiler_guard.profiler_enabled = lambda: running[0]
+        torch._C._autograd._profiler_type = lambda: types.NVTX if running[0] else types.NONE
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            for i in range(4):
+                running[0] = i in (1, 2)
+                with prof.step():
+                    kernels(1)
+        print(json.dumps(summary(prof)))
+        """
+    )
+    assert [s["kernels"] for s in result] == [1, 1, 1, 1]
+    assert not any("gpu_collection_suspended" in s["diagnostics"] for s in result)

@@ -1,7 +1,8 @@
 """Reading gpuutil's own reports back (report JSON, steps JSONL): every
 reader (analyze, compare, export html and prometheus, the OpenTelemetry
 recorder) accepts what gpuutil writes, and a report with a wrongly typed or
-missing field fails with one line naming that field, never a traceback.
+missing field (NaN, infinity and integers beyond int64 included) fails with
+one line naming that field, never a traceback.
 The mutations are fuzzed over every field of real reports."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 import gpuutil
 from gpuutil import cli
+from gpuutil._buckets import BREAKDOWN_KEYS as _BREAKDOWN_KEYS
 from gpuutil._report_check import check_report
 
 from conftest import traces_dir
@@ -58,6 +60,33 @@ def test_a_wrongly_typed_field_is_named_in_one_line():
     r["steps"][0]["detail"] = 1
     with pytest.raises(ValueError, match="detail is a number, not a boolean"):
         check_report(r)
+
+
+def test_nan_infinity_and_integers_beyond_int64_are_named_in_one_line():
+    """Python's json reads NaN, Infinity, 1e400 (as infinity) and 10**400;
+    no gpuutil writer does, and each would reach a reader as a NaN
+    verdict or an OverflowError."""
+    cases = [
+        (("sm_efficiency_est",), float("nan"), "sm_efficiency_est is NaN, not a number or null"),
+        (("mfu",), float("inf"), "mfu is infinite, not a number or null"),
+        (("flops",), "1e9", "flops is a string, not a number or null"),
+        (("peak_flops_per_s",), float("-inf"), "peak_flops_per_s is infinite, not a number or null"),
+        (("wall_ns",), 10**400, "wall_ns is an integer outside the int64 range, not an integer"),
+        (("busy_ns",), -(2**63) - 1, "busy_ns is an integer outside the int64 range, not an integer"),
+    ]
+    for path, value, message in cases:
+        r = live_report()
+        r["steps"][0].setdefault("devices", []).append(
+            {"device": 0, "rank": 0, "wall_ns": 10, "busy_ns": 0, "idle_ns": 10, "kernels": 0, "mfu": None,
+             "sm_efficiency_est": None, "breakdown_ns": {k: 0 for k in _BREAKDOWN_KEYS}})
+        r["steps"][0]["devices"][-1][path[0]] = value
+        with pytest.raises(ValueError, match=rf"^report\.steps\[0\]\.devices\[\d+\]\.{message}$"):
+            check_report(r)
+    r = live_report()
+    r["steps"][0]["devices"] = [{"device": 0, "rank": 0, "wall_ns": 2**63 - 1, "busy_ns": -(2**63), "idle_ns": 0,
+                                 "kernels": 0, "mfu": 1.5, "sm_efficiency_est": None,
+                                 "breakdown_ns": {k: 0 for k in _BREAKDOWN_KEYS}}]
+    check_report(r)  # the int64 bounds themselves and finite floats pass
 
 
 def _paths(value, prefix=()):

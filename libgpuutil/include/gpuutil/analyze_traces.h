@@ -8,13 +8,16 @@
 #include <vector>
 
 #include "gpuutil/analysis.h"
+#include "gpuutil/kineto_import.h"
 
 namespace gpuutil {
 
-// One input: a trace file, or a document already in memory (standard input).
+// One input: a trace file (a path, which may be a FIFO or a /dev/fd/N of a
+// pipe), a descriptor (standard input), or a document already in memory.
 struct TraceInput {
-  std::string name;                   // the file's path, or the name the report gives in-memory text
+  std::string name;                   // the file's path, or the name the report gives the input ("<stdin>")
   const std::string* text = nullptr;  // when set, the document itself (JSON or gzip), not owned
+  int fd = -1;                        // when >= 0 (and no text), read from it (not owned), e.g. 0
 };
 
 struct AnalyzeTracesResult {
@@ -27,12 +30,15 @@ struct AnalyzeTracesResult {
 // file with the importer's own parallel parse), one input per rank, and
 // analyses them into one report serialised with report_to_json(indent).
 // When the traces do not name distinct ranks themselves, an input's
-// position in `inputs` is its rank.
+// position in `inputs` is its rank. `import` applies to every input; its
+// memory budget is shared by all of them (one ImportBudget of
+// import.memory_budget_bytes, unless it names a shared one itself), so
+// the stores of a many-rank job are bounded together.
 //
 // Contract: `inputs` is not empty (else !ok). Never throws on bad data: an
 // input that cannot be read at all makes the result !ok and names the first
 // such input; std::bad_alloc may escape. Thread-safe (no shared state).
 AnalyzeTracesResult analyze_traces(const std::vector<TraceInput>& inputs, const AnalysisOptions& options,
-                                   int indent = -1);
+                                   int indent = -1, const ImportOptions& import = {});
 
 }  // namespace gpuutil

@@ -36,6 +36,7 @@ const char* to_string(Severity s);
   X(device_properties_malformed, kWarning, "deviceProperties was present but unusable")            \
   X(steps_missing, kWarning, "no ProfilerStep#N ranges: the whole trace is one window")            \
   X(steps_overlapping, kWarning, "step ranges overlapped; the later step was clipped")             \
+  X(steps_duplicated, kWarning, "a step number had several step ranges; the earliest was kept, the later ones dropped (their time is outside any step)") \
   X(activity_unknown_device, kInfo, "device work on a device with no deviceProperties")            \
   X(launch_unmatched, kInfo, "device work whose launching host call was not found")               \
   X(rocm_trace, kInfo, "the trace is from ROCm/HIP; HIP runtime names were mapped")               \
@@ -45,7 +46,8 @@ const char* to_string(Severity s);
   X(launch_config_missing, kInfo, "kernels without grid/block: SM efficiency/occupancy partial")        \
   X(session_events_dropped, kWarning, "live events dropped: the session's pending-event bound was hit") \
   X(step_end_without_begin, kWarning, "end_step() was called with no open step; ignored")               \
-  X(sink_write_failed, kError, "a report could not be written to the JSON Lines file")                 \
+  X(sink_write_failed, kError, "a report could not be written to the JSON Lines file (see example: the error, e.g. ENOSPC, the file, the lines lost); the file holds every other report whole, never a partial line") \
+  X(torn_final_line, kWarning, "the last line of the JSON Lines file was cut off (no final newline, not JSON), as a crash leaves it; it was skipped (see example: which line)") \
   X(reports_dropped, kWarning, "step reports finished in the background were dropped before the application took them (it took none for 65,536 reports)") \
   X(gpu_collection_off, kWarning, "GPU activity is not collected in this session (see example: why)") \
   X(cupti_records_dropped, kWarning, "CUPTI dropped activity records (cuptiActivityGetNumDroppedRecords): device time is undercounted") \

@@ -201,6 +201,20 @@ class Session {
   // Appends one line (e.g. a cluster record) to the JSON Lines file, if
   // any, between step reports; false when there is no file or it failed.
   bool write_jsonl_line(const std::string& line);
+  // The JSON Lines file: lines written, lines lost to failed writes (each
+  // counted as sink_write_failed with the errno in the example; a failed
+  // line never leaves a partial line behind) and the last failure in words
+  // ("ENOSPC (No space left on device)", "" if none). Any thread.
+  struct OutputStatus {
+    std::string path;
+    uint64_t lines_written = 0;
+    uint64_t lines_lost = 0;
+    std::string last_error;
+  };
+  OutputStatus output_status() const;
+  // Closes the JSON Lines file (the profile's stop, after its last line);
+  // later lines are not written. Any thread.
+  void close_output();
 
   // Called with each finished step while the session lock is NOT held
   // (e.g. a tracker sink). Set before the first step.
@@ -257,7 +271,7 @@ class Session {
   size_t keep_rank_steps_ = 0;
   std::deque<RankStep> rank_steps_;
   uint64_t rank_steps_dropped_ = 0;
-  std::mutex jsonl_mu_;  // the file's lines, in order (never held with mu_)
+  mutable std::mutex jsonl_mu_;  // the file's lines, in order (never held with mu_)
   std::unique_ptr<JsonlSink> jsonl_;
   int64_t owner_pid_ = 0;  // the process that made the session (a forked child never finishes it)
   std::function<void(const StepOutput&)> callback_;

@@ -20,6 +20,12 @@ namespace gpuutil {
 namespace {
 // Key of a thread known only by its OS tid so far (never a pthread_self() value).
 constexpr int64_t kOsTidOnly = int64_t(1) << 40;
+
+// sink_write_failed's example: the error, the file and what was lost.
+std::string sink_failure_example(const JsonlSink& sink, uint64_t lost_now) {
+  return sink.last_error() + " writing " + sink.path() + ": " + std::to_string(lost_now) +
+         (lost_now == 1 ? " line" : " lines") + " lost (" + std::to_string(sink.lines_lost()) + " in all)";
+}
 }  // namespace
 
 Session::Session(SessionOptions options) : options_(std::move(options)) {
@@ -381,18 +387,21 @@ std::vector<StepOutput> Session::collect_batch() {
     }
   }
 
-  // The JSON Lines file (flushed per line) is written outside mu_.
+  // The JSON Lines file (each line handed to the kernel whole, or cut off
+  // again) is written outside mu_.
   uint64_t write_failures = 0;
+  std::string write_error;
   {
     std::lock_guard<std::mutex> lock(jsonl_mu_);
     if (jsonl_) {
       for (const StepOutput& o : out) write_failures += jsonl_->write_line(o.json) ? 0 : 1;
+      if (write_failures > 0) write_error = sink_failure_example(*jsonl_, write_failures);
     }
   }
   int64_t keep_from;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (write_failures > 0) since_last_report_.add(Diag::sink_write_failed, write_failures);
+    if (write_failures > 0) since_last_report_.add(Diag::sink_write_failed, write_failures, write_error);
     for (StepOutput& o : out) {
       reported_until_ns_ = std::max(reported_until_ns_, o.report.steps.empty() ? INT64_MIN : o.report.steps[0].end_ns);
       totals_.add(o.report);
@@ -525,14 +534,33 @@ std::vector<std::string> Session::take_lines() {
 }
 
 bool Session::write_jsonl_line(const std::string& line) {
+  std::string write_error;
   {
     std::lock_guard<std::mutex> lock(jsonl_mu_);
-    if (!jsonl_) return false;
+    if (!jsonl_ || !jsonl_->ok()) return false;
     if (jsonl_->write_line(line)) return true;
+    write_error = sink_failure_example(*jsonl_, 1);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  since_last_report_.add(Diag::sink_write_failed);
+  since_last_report_.add(Diag::sink_write_failed, 1, write_error);
   return false;
+}
+
+Session::OutputStatus Session::output_status() const {
+  OutputStatus out;
+  std::lock_guard<std::mutex> lock(jsonl_mu_);
+  if (jsonl_) {
+    out.path = jsonl_->path();
+    out.lines_written = jsonl_->lines_written();
+    out.lines_lost = jsonl_->lines_lost();
+    out.last_error = jsonl_->last_error();
+  }
+  return out;
+}
+
+void Session::close_output() {
+  std::lock_guard<std::mutex> lock(jsonl_mu_);
+  if (jsonl_) jsonl_->close();
 }
 
 void Session::keep_rank_steps(size_t max_steps) {

@@ -1,389 +1,124 @@
-"""Prometheus text exposition of gpuutil step reports.
+"""Prometheus export of gpuutil step reports, through ``prometheus_client``.
 
-:class:`PrometheusMetrics` folds step reports (from ``gpuutil.profile(
-on_step=metrics.add)``, a steps JSONL, or ``gpuutil.analyze``) into running
-totals per (rank, device) and renders them in the Prometheus text format
-(version 0.0.4), every series labelled with ``rank``, ``host`` and
-``device``. Memory is bounded: totals, not a history.
+:class:`PrometheusMetrics` is the running totals of
+:class:`gpuutil.export.prometheus_families.ReportTotals` (fold step reports
+and cluster records with ``add``, or pass it as ``gpuutil.profile(
+on_step=metrics)``) delivered by the ``prometheus_client`` package, the one
+exposition, server and push path (``pip install 'gpuutil[prometheus]'``):
 
-It also keeps the latest cross-rank view, from a multi-rank report's
-``summary.ranks`` or a live leader's ``gpuutil.cluster/1`` record (both go
-to :meth:`PrometheusMetrics.add`; ``gpuutil.profile(on_step=metrics)``
-passes the records too, through ``on_cluster``): ``gpuutil_rank_*`` series
-per rank, labelled with that rank's ``rank`` and ``host``, and
-``gpuutil_straggler{rank,host,cause} 1`` for each straggler finding.
+- :meth:`PrometheusMetrics.exposition`: the text format 0.0.4, from
+  ``generate_latest`` over a registry holding :meth:`collector`;
+- :meth:`PrometheusMetrics.register`: the collector in a registry (default
+  ``prometheus_client.REGISTRY``), read at each scrape;
+- :func:`serve`: ``start_http_server`` in a daemon thread, on 127.0.0.1
+  unless ``addr`` says otherwise (prometheus_client's own default is every
+  interface); one per process: pick a port per rank, e.g. ``9400 +
+  local_rank``;
+- :func:`push`: ``push_to_gateway`` with the grouping key
+  ``job/{job}/rank/{rank}/host/{host}``, so ranks do not overwrite each
+  other.
 
-Delivery:
-
-- with the ``prometheus_client`` package (``pip install
-  gpuutil[prometheus]``), :meth:`PrometheusMetrics.register` puts the
-  totals in a prometheus_client registry (same names, labels and values),
-  so that library's HTTP server, pushgateway client and exposition serve
-  them, and :func:`push` uses its ``push_to_gateway``;
-- without it (dependency-free): :func:`serve` starts an HTTP endpoint
-  (``GET /metrics``) in a daemon thread, bound to 127.0.0.1 unless told
-  otherwise (one per process: pick a port per rank, e.g. ``9400 +
-  local_rank``), with bounded threads and socket timeouts; :func:`push`
-  sends the exposition to a pushgateway with urllib.
-  The grouping key is ``job/{job}/rank/{rank}/host/{host}`` either way.
-
-Metric names (all prefixed ``gpuutil_``) are listed in docs/exports.md.
+Importing this module needs nothing beyond gpuutil; each of those raises
+:class:`PrometheusClientMissing` (an ImportError naming the package) when
+``prometheus_client`` is not installed. Its multiprocess mode aggregates
+its own Gauge/Counter files and does not apply to a collector: under
+torchrun each rank serves its own port or pushes with its own grouping key.
 """
 
 from __future__ import annotations
 
-import http.server
-import math
-import socket
-import threading
-import urllib.parse
-import urllib.request
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Iterator
 
-from gpuutil._buckets import IDLE_CAUSES
-from gpuutil.integrations.metrics import CLUSTER_SCHEMA, cluster_view, stragglers
-_BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+from gpuutil.export.prometheus_families import ReportTotals
 
-#: (name, kind, help, [(labels, value)]): one metric family.
-Family = Tuple[str, str, str, List[Tuple[Dict[str, str], float]]]
-
-# health key -> (metric name, help, kind): "gauge" last value, "counter" summed.
-_HEALTH = (
-    ("nvml_utilization_pct", "gpuutil_nvml_utilization_ratio", "NVML utilization.gpu (duty cycle), last step", "ratio"),
-    ("sm_clock_mhz", "gpuutil_sm_clock_mhz", "mean SM clock over the last step", "gauge"),
-    ("sm_clock_max_mhz", "gpuutil_sm_clock_max_mhz", "maximum SM clock", "gauge"),
-    ("power_w", "gpuutil_power_watts", "mean board power over the last step", "gauge"),
-    ("temperature_c", "gpuutil_temperature_celsius", "mean GPU temperature over the last step", "gauge"),
-    ("fb_used_bytes", "gpuutil_fb_used_bytes", "framebuffer memory used (max over the last step)", "gauge"),
-    ("allocated_bytes", "gpuutil_allocated_bytes", "PyTorch allocated memory (max over the last step)", "gauge"),
-    ("reserved_bytes", "gpuutil_reserved_bytes", "PyTorch reserved memory (max over the last step)", "gauge"),
-    ("energy_j", "gpuutil_energy_joules_total", "energy used in steps", "counter"),
-    ("throttle_power_ns", "gpuutil_throttle_power_seconds_total", "time clocks were power-throttled", "counter_ns"),
-    ("throttle_thermal_ns", "gpuutil_throttle_thermal_seconds_total", "time clocks were thermally throttled",
-     "counter_ns"),
-)
-
-# cross-rank view, per rank: (key in summary.ranks, metric name, help, kind, divisor to the unit).
-_RANK = (
-    ("last_step", "gpuutil_rank_last_step", "last step of the rank in the cross-rank view", "gauge", 1.0),
-    ("step_wall_p50_ns", "gpuutil_rank_step_wall_p50_seconds", "median step wall time", "gauge", 1e9),
-    ("own_p50_ns", "gpuutil_rank_own_p50_seconds",
-     "median own time per step (step wall minus collective wait)", "gauge", 1e9),
-    ("collective_wait_p50_ns", "gpuutil_rank_collective_wait_p50_seconds",
-     "median time per step waiting in collectives for other ranks", "gauge", 1e9),
-    ("collective_wait_ns", "gpuutil_rank_collective_wait_seconds_total",
-     "time waiting in collectives for other ranks, over the compared steps", "counter", 1e9),
-    ("collective_transfer_ns", "gpuutil_rank_collective_transfer_seconds_total",
-     "collective time every rank spent (the shortest rank's duration), over the compared steps", "counter",
-     1e9),
-    ("relative_perf", "gpuutil_rank_relative_perf", "fastest rank's own time over this rank's (1 = fastest)",
-     "gauge", 1.0),
-    ("start_skew_p50_ns", "gpuutil_rank_start_skew_p50_seconds",
-     "median lag of the rank's step start behind the earliest rank", "gauge", 1e9),
-    ("throttled_steps", "gpuutil_rank_throttled_steps_total", "compared steps with throttled clocks", "counter",
-     1.0),
-)
+MISSING = "Prometheus export needs the 'prometheus_client' package: pip install 'gpuutil[prometheus]'"
 
 
-def _scope(name: str, kind: str) -> str:
-    """What a series' value covers, stated in its HELP text: counters and
-    run ratios add up over the whole run, the other gauges are the last
-    step's, the cross-rank ones the newest view's."""
-    if name.startswith(("gpuutil_rank_", "gpuutil_straggler", "gpuutil_cluster_")):
-        return "newest cross-rank view" if kind == "gauge" else "whole run, newest cross-rank view"
-    if kind == "counter" or name == "gpuutil_busy_ratio":
-        return "whole run"
-    return "last step"
+class PrometheusClientMissing(ImportError):
+    """prometheus_client is not installed; the message says what to install."""
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def _client() -> Any:
+    """The prometheus_client module (with its ``core``), or PrometheusClientMissing."""
+    try:
+        import prometheus_client
+        import prometheus_client.core
+    except ImportError as e:
+        raise PrometheusClientMissing(MISSING) from e
+    return prometheus_client
 
 
-def _num(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    return repr(float(v))
+class MetricsCollector:
+    """A prometheus_client collector over a PrometheusMetrics (read at each scrape)."""
+
+    def __init__(self, metrics: ReportTotals) -> None:
+        self.metrics = metrics
+        self._core = _client().core
+
+    def collect(self) -> Iterator[Any]:
+        for name, kind, help_, samples in self.metrics.families():
+            labels = list(samples[0][0])
+            # CounterMetricFamily takes the name without "_total" and adds it to the samples.
+            family = self._core.CounterMetricFamily if kind == "counter" else self._core.GaugeMetricFamily
+            fam = family(name, help_, labels=labels)
+            for sample_labels, value in samples:
+                if list(sample_labels) != labels:  # a family keeps one label set; never split one
+                    raise ValueError(f"{name}: samples with different label names")
+                fam.add_metric(list(sample_labels.values()), value)
+            yield fam
+
+    def describe(self) -> Iterator[Any]:
+        return iter(())  # families change with the reports; nothing to pre-declare
 
 
-class PrometheusMetrics:
-    """Running totals of step reports, rendered as Prometheus text."""
+def _registry(metrics: ReportTotals) -> Any:
+    """A private registry holding only these totals."""
+    registry = _client().CollectorRegistry(auto_describe=False)
+    registry.register(MetricsCollector(metrics))
+    return registry
 
-    def __init__(self, host: Optional[str] = None) -> None:
-        self.host = host if host is not None else socket.gethostname()
-        self._lock = threading.Lock()
-        self._dev: Dict[Tuple[int, int], Dict[str, Any]] = {}
-        self._findings: Dict[Tuple[int, str], float] = {}
-        self._steps: Dict[int, int] = {}
-        self._last_step_wall_s: Dict[int, float] = {}
-        self._cluster: Optional[Dict[str, Any]] = None  # latest cross-rank view and who reported it
 
-    def add(self, report: Dict[str, Any]) -> None:
-        """Folds one gpuutil.report/1 dict (one or many steps) into the totals;
-        a ``gpuutil.cluster/1`` record (or a report with ``summary.ranks``)
-        replaces the cross-rank view."""
-        if report.get("schema") == CLUSTER_SCHEMA:
-            self._set_cluster(report, int(report.get("rank", 0)))
-            return
-        with self._lock:
-            for step in report.get("steps", []):
-                ranks = set()
-                for d in step.get("devices", []):
-                    key = (int(d.get("rank", 0)), int(d.get("device", 0)))
-                    ranks.add(key[0])
-                    t = self._dev.setdefault(key, {"wall_ns": 0, "busy_ns": 0, "kernels": 0,
-                                                   **{b: 0 for b in _BUCKETS}, "health": {}, "counters": {}})
-                    t["wall_ns"] += int(d.get("wall_ns", 0))
-                    t["busy_ns"] += int(d.get("busy_ns", 0))
-                    t["kernels"] += int(d.get("kernels", 0))
-                    for b in _BUCKETS:
-                        t[b] += int(d.get("breakdown_ns", {}).get(b, 0))
-                    for k in ("mfu", "sm_efficiency_est", "achieved_occupancy_est"):
-                        if d.get(k) is not None:
-                            t[k] = float(d[k])
-                    for hkey, _, _, kind in _HEALTH:
-                        v = (d.get("health") or {}).get(hkey)
-                        if v is None:
-                            continue
-                        if kind.startswith("counter"):
-                            t["counters"][hkey] = t["counters"].get(hkey, 0.0) + float(v)
-                        else:
-                            t["health"][hkey] = float(v)
-                for r in ranks or {0}:
-                    self._steps[r] = self._steps.get(r, 0) + 1
-                    self._last_step_wall_s[r] = int(step.get("wall_ns", 0)) / 1e9
-            srcs = report.get("sources") or [{}]
-            rank = int(srcs[0].get("rank", 0))
-            for f in report.get("findings", []):
-                key = (rank, str(f.get("id", "")))
-                self._findings[key] = self._findings.get(key, 0.0) + int(f.get("recoverable_ns", 0)) / 1e9
-        self._set_cluster(report, rank)
-
-    __call__ = add  # gpuutil.profile(on_step=metrics) also gets on_cluster
-
-    def on_cluster(self, record: Dict[str, Any]) -> None:
-        """The live profile's hook for the leader's ``gpuutil.cluster/1`` records."""
-        self.add(record)
-
-    def _set_cluster(self, record: Dict[str, Any], reporter: int) -> None:
-        view = cluster_view(record)
-        if view is None:
-            return
-        with self._lock:
-            self._cluster = dict(view, reporter=reporter)
-
-    def add_all(self, reports: Iterable[Dict[str, Any]]) -> "PrometheusMetrics":
-        for r in reports:
-            self.add(r)
-        return self
+class PrometheusMetrics(ReportTotals):
+    """Running totals of step reports, exposed through prometheus_client."""
 
     def exposition(self) -> str:
         """The Prometheus text exposition (format 0.0.4) of the totals."""
-        out: List[str] = []
-        for name, kind, help_, samples in self.families():
-            out.append(f"# HELP {name} {help_}")
-            out.append(f"# TYPE {name} {kind}")
-            for labels, value in samples:
-                text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
-                out.append(f"{name}{{{text}}} {_num(value)}")
-        return "\n".join(out) + "\n"
+        return _client().generate_latest(_registry(self)).decode("utf-8")
 
-    def families(self) -> List[Family]:
-        """The metric families, each ``(name, kind, help, [(labels, value)])``
-        with ``labels`` an ordered dict of label values and the HELP text's
-        scope ("[whole run]", "[last step]", ...) included; families without
-        samples are left out. What both the text exposition and the
-        prometheus_client collector (:meth:`collector`) are made of."""
-        with self._lock:
-            return [(name, kind, f"{help_} [{_scope(name, kind)}]", samples)
-                    for name, kind, help_, samples in self._families() if samples]
-
-    def collector(self) -> Any:
-        """These totals as a ``prometheus_client`` collector (same metric
-        names, labels and values as :meth:`exposition`), for a registry:
-        ``prometheus_client.start_http_server``, ``push_to_gateway`` and the
-        rest of that library then serve them. Needs the
-        ``prometheus_client`` package (``pip install gpuutil[prometheus]``)."""
-        from gpuutil.export.prometheus_bridge import MetricsCollector
-
+    def collector(self) -> MetricsCollector:
+        """These totals as a prometheus_client collector (the families of
+        :meth:`families`, read at each scrape)."""
         return MetricsCollector(self)
 
-    def register(self, registry: Any = None) -> Any:
+    def register(self, registry: Any = None) -> MetricsCollector:
         """Registers :meth:`collector` with ``registry`` (default:
         ``prometheus_client.REGISTRY``); returns the collector (unregister
         it with ``registry.unregister(collector)``)."""
-        from gpuutil.export.prometheus_bridge import register
-
-        return register(self, registry)
-
-    # -- rendering ------------------------------------------------------
-    def _labels(self, rank: int, device: Optional[int] = None, host: Optional[str] = None,
-                **extra: str) -> Dict[str, str]:
-        labels = {"rank": str(rank), "host": self.host if host is None else host}
-        if device is not None:
-            labels["device"] = str(device)
-        labels.update(extra)
-        return labels
-
-    def _families(self) -> List[Family]:
-        out: List[Family] = []
-
-        def family(name: str, kind: str, help_: str, samples: List[Tuple[Dict[str, str], float]]) -> None:
-            out.append((name, kind, help_, samples))
-
-        family("gpuutil_steps_total", "counter", "training steps reported",
-               [(self._labels(r), float(n)) for r, n in sorted(self._steps.items())])
-        family("gpuutil_last_step_wall_seconds", "gauge", "wall time of the last reported step",
-               [(self._labels(r), v) for r, v in sorted(self._last_step_wall_s.items())])
-        devs = sorted(self._dev.items())
-        family("gpuutil_step_wall_seconds_total", "counter", "step wall time accounted on the device",
-               [(self._labels(r, d), t["wall_ns"] / 1e9) for (r, d), t in devs])
-        family("gpuutil_busy_seconds_total", "counter", "time the device had work (union of all streams)",
-               [(self._labels(r, d), t["busy_ns"] / 1e9) for (r, d), t in devs])
-        family("gpuutil_time_seconds_total", "counter",
-               "step wall time by bucket (compute, communication, memory, idle_<cause>); sums to step wall",
-               [(self._labels(r, d, bucket=b), t[b] / 1e9) for (r, d), t in devs for b in _BUCKETS])
-        family("gpuutil_busy_ratio", "gauge", "busy share of step wall",
-               [(self._labels(r, d), t["busy_ns"] / t["wall_ns"]) for (r, d), t in devs if t["wall_ns"] > 0])
-        family("gpuutil_kernels_total", "counter", "kernels started in steps",
-               [(self._labels(r, d), float(t["kernels"])) for (r, d), t in devs])
-        for key, name, help_ in (("mfu", "gpuutil_mfu_ratio", "model FLOP/s utilisation"),
-                                 ("sm_efficiency_est", "gpuutil_sm_efficiency_ratio",
-                                  "estimated SM efficiency"),
-                                 ("achieved_occupancy_est", "gpuutil_achieved_occupancy_ratio",
-                                  "estimated achieved occupancy")):
-            family(name, "gauge", help_, [(self._labels(r, d), t[key]) for (r, d), t in devs if key in t])
-        for hkey, name, help_, kind in _HEALTH:
-            if kind.startswith("counter"):
-                scale = 1e-9 if kind == "counter_ns" else 1.0
-                family(name, "counter", help_, [(self._labels(r, d), t["counters"][hkey] * scale)
-                                                for (r, d), t in devs if hkey in t["counters"]])
-            else:
-                scale = 0.01 if kind == "ratio" else 1.0
-                family(name, "gauge", help_, [(self._labels(r, d), t["health"][hkey] * scale)
-                                              for (r, d), t in devs if hkey in t["health"]])
-        family("gpuutil_finding_recoverable_seconds_total", "counter",
-               "time a finding's fix could recover (summed over reports)",
-               [(self._labels(r, finding=f), v) for (r, f), v in sorted(self._findings.items())])
-        if self._cluster is not None:
-            out.extend(self._cluster_families(self._cluster))
-        return out
-
-    def _cluster_families(self, view: Dict[str, Any]) -> List[Family]:
-        """(name, kind, help, samples) of the cross-rank view's series."""
-        ranks = sorted(view["ranks"], key=lambda r: int(r["rank"]))
-        hosts = {int(r["rank"]): str(r.get("host") or "") for r in ranks}
-        fams = []
-        for key, name, help_, kind, div in _RANK:
-            fams.append((name, kind, help_, [(self._labels(int(r["rank"]), host=hosts[int(r["rank"])]),
-                                              float(r[key]) / div) for r in ranks if r.get(key) is not None]))
-        fams.append(("gpuutil_straggler", "gauge", "1 for each rank a straggler finding names, with its cause",
-                     [(self._labels(int(f["rank"]), host=str(f.get("host") or hosts.get(int(f["rank"]), "")),
-                                    cause=str(f.get("cause") or "")), 1.0)
-                      for f in sorted(stragglers(view["findings"]), key=lambda f: int(f["rank"]))]))
-        cluster, me = view["cluster"], self._labels(view["reporter"])
-        if cluster.get("world_size") is not None:
-            fams.append(("gpuutil_cluster_world_size", "gauge", "ranks in the job, as the reporting rank sees it",
-                         [(me, float(cluster["world_size"]))]))
-        for key in ("missing_ranks", "short_ranks", "lost_ranks"):
-            if key in cluster:
-                fams.append((f"gpuutil_cluster_{key}", "gauge", f"number of {key.replace('_', ' ')} in the view",
-                             [(me, float(len(cluster[key] or [])))]))
-        if cluster.get("collective_mismatches") is not None:
-            fams.append(("gpuutil_cluster_collective_mismatches", "gauge",
-                         "collective instances one rank had and another did not",
-                         [(me, float(cluster["collective_mismatches"]))]))
-        return fams
+        collector = self.collector()
+        (_client().REGISTRY if registry is None else registry).register(collector)
+        return collector
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    """At most MAX_CONNECTIONS requests in flight (more are closed at once,
-    so idle or slow clients cannot pile up threads), each with a socket
-    timeout (_Handler.timeout)."""
+def serve(metrics: ReportTotals, port: int = 0, addr: str = "127.0.0.1") -> Any:
+    """Serves ``GET /metrics`` with prometheus_client's ``start_http_server``
+    from a daemon thread; returns the server.
 
-    daemon_threads = True
-    MAX_CONNECTIONS = 8
-    metrics: PrometheusMetrics
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._slots = threading.BoundedSemaphore(self.MAX_CONNECTIONS)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)  # busy: refuse rather than queue a thread
-            return
-        try:
-            super().process_request(request, client_address)
-        except Exception:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._slots.release()
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server: _Server
-    timeout = 5.0  # seconds a client may take to send its request (socket timeout)
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server API
-        if urllib.parse.urlparse(self.path).path not in ("/metrics", "/"):
-            self.send_error(404)
-            return
-        body = self.server.metrics.exposition().encode("utf-8")
-        self.send_response(200)
-        self.send_header("Content-Type", CONTENT_TYPE)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence access logs
-        return
-
-
-def serve(metrics: PrometheusMetrics, port: int = 0, addr: str = "127.0.0.1") -> http.server.HTTPServer:
-    """Serves ``GET /metrics`` from a daemon thread; returns the server.
-
-    At most 8 requests at a time (more are refused), each with a 5 s socket
-    timeout, so a slow or idle client cannot hold threads.
-
-    ``port=0`` picks a free port (``server.server_port``). Bound to loopback
-    by default; pass ``addr="0.0.0.0"`` deliberately to expose it. Stop with
-    ``server.shutdown(); server.server_close()``.
+    Bound to loopback by default (prometheus_client alone would listen on
+    every interface); pass ``addr="0.0.0.0"`` deliberately to expose it.
+    Each connection gets its own thread, so a slow or idle client never
+    blocks a scrape. ``port=0`` picks a free port (``server.server_port``).
+    Stop with ``server.shutdown(); server.server_close()``.
     """
-    server = _Server((addr, port), _Handler)
-    server.metrics = metrics
-    threading.Thread(target=server.serve_forever, name="gpuutil-prometheus", daemon=True).start()
+    server, _thread = _client().start_http_server(port, addr=addr, registry=_registry(metrics))
     return server
 
 
-def push(metrics: PrometheusMetrics, gateway: str, job: str = "gpuutil", rank: int = 0,
-         timeout_s: float = 10.0) -> int:
-    """PUTs the exposition to a pushgateway; returns the HTTP status.
-
-    The grouping key is job, rank and host, so ranks do not overwrite each
-    other. With ``prometheus_client`` installed its ``push_to_gateway``
-    sends it (a private registry holding these totals); otherwise urllib
-    does. Raises urllib.error.URLError (or OSError) when the gateway is
-    unreachable.
+def push(metrics: ReportTotals, gateway: str, job: str = "gpuutil", rank: int = 0, timeout_s: float = 10.0) -> None:
+    """PUTs the totals to a pushgateway with prometheus_client's
+    ``push_to_gateway``, grouping key job, rank and host (values with ``/``
+    or spaces are base64-encoded in the path, as the pushgateway specifies).
+    Raises OSError (urllib.error.URLError) when the gateway is unreachable
+    or answers an error.
     """
-    try:
-        from gpuutil.export.prometheus_bridge import push_with_client
-    except ImportError:
-        pass
-    else:
-        return push_with_client(metrics, gateway, job, rank, timeout_s)
-    base = gateway if "://" in gateway else "http://" + gateway
-    q = urllib.parse.quote
-    url = f"{base.rstrip('/')}/metrics/job/{q(job, safe='')}/rank/{rank}/host/{q(metrics.host, safe='')}"
-    req = urllib.request.Request(url, data=metrics.exposition().encode("utf-8"), method="PUT",
-                                 headers={"Content-Type": CONTENT_TYPE})
-    with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - user-supplied gateway URL
-        return int(resp.status)
+    _client().push_to_gateway(gateway, job=job, registry=_registry(metrics),
+                              grouping_key={"rank": str(rank), "host": metrics.host}, timeout=timeout_s)

@@ -16,6 +16,14 @@ kinds gpuutil enabled. So gpuutil steps aside:
 * a profiler started some other way is caught at the next step boundary
   (``torch._C._autograd._profiler_enabled()``), later and so with a gap.
 
+A profiler that does not use CUPTI leaves gpuutil alone: a CPU-only
+torch.profiler (no ``ProfilerActivity.CUDA``, or no CUDA device), the
+NVTX/ITT emitters (``emit_nvtx``, ``emit_itt``) and the legacy profiler
+(``running_profiler_traces_gpu``). One already running when gpuutil starts
+is found among the live ``torch.autograd.profiler.profile`` objects; when
+none can be found (a profiler started from C++ or by a daemon) gpuutil
+assumes the worst and steps aside.
+
 Every step report overlapping the suspension carries the
 ``gpu_collection_suspended`` diagnostic with the reason. The patches are
 control-path only (profiler start and stop) and are undone exactly by
@@ -38,10 +46,55 @@ def profiler_enabled() -> bool:
 
 
 def traces_gpu(prof: Any) -> bool:
-    """Whether a torch.autograd.profiler.profile asks Kineto for CUDA activity."""
+    """Whether a torch.autograd.profiler.profile asks Kineto for CUDA activity
+    (which it gets only where torch sees a CUDA device)."""
     activities = getattr(prof, "kineto_activities", None) or ()
     cuda = getattr(torch.profiler.ProfilerActivity, "CUDA", None)
-    return (cuda is not None and cuda in activities) or getattr(prof, "use_device", None) == "cuda"
+    asks = (cuda is not None and cuda in activities) or getattr(prof, "use_device", None) == "cuda"
+    return asks and _cuda_available()
+
+
+def _cuda_available() -> bool:
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - a broken CUDA set-up traces nothing either
+        return False
+
+
+def running_profilers() -> List[Any]:
+    """The ``torch.autograd.profiler.profile`` objects that are entered now
+    (``torch.profiler.profile`` holds one). A scan of the objects that refer
+    to the class (tens of ms in a large process): called only when a
+    profiler is found running and not yet accounted for."""
+    import gc
+
+    cls = torch.autograd.profiler.profile
+    try:
+        found = gc.get_referrers(cls)
+    except Exception:  # noqa: BLE001 - an interpreter without it
+        return []
+    return [o for o in found if issubclass(type(o), cls) and getattr(o, "entered", False)]
+
+
+def running_profiler_traces_gpu() -> Optional[bool]:
+    """Whether the autograd profiler on now takes CUPTI: False for the
+    NVTX/ITT emitters, the legacy profiler and a Kineto profiler without
+    CUDA activity (or without a CUDA device); True when a running one
+    traces CUDA; None when it cannot be told (a Kineto client started
+    outside Python)."""
+    try:
+        kind = torch._C._autograd._profiler_type()
+        types = torch._C._profiler.ActiveProfilerType
+    except Exception:  # noqa: BLE001 - an older/newer torch without them
+        return None
+    if kind == types.NONE:
+        return None  # on, yet no type: cannot be told
+    if kind != types.KINETO:
+        return False  # LEGACY (CUDA events), NVTX, ITT, PRIVATEUSE1: no CUPTI
+    found = running_profilers()
+    if not found:
+        return None
+    return any(traces_gpu(p) for p in found)
 
 
 def synchronize_used_devices() -> None:
@@ -70,6 +123,27 @@ class ProfilerGuard:
         #: Why collection is suspended by this guard now (None: it is not).
         self.suspended_for: Optional[str] = None
         self._cpu_only_profilers = 0  # running profilers known not to trace CUDA
+        # A profiler found running (no patched entry point saw it start) that
+        # does not take CUPTI: not looked at again until it stops.
+        self._found_cpu_only = False
+
+    def adopt_running(self) -> str:
+        """At gpuutil's start, with a profiler already on: "" when it leaves
+        CUPTI to gpuutil (CPU-only, NVTX/ITT, legacy; counted, so that the
+        step boundaries do not suspend for it), else why gpuutil waits."""
+        if not profiler_enabled():
+            return ""
+        if running_profiler_traces_gpu() is False:
+            self._note_cpu_only_running()
+            return ""
+        return "torch.profiler was running when gpuutil started; GPU collection waits until it stops"
+
+    def _note_cpu_only_running(self) -> None:
+        for p in running_profilers():
+            if not getattr(p, "_gpuutil_cpu_only", False):
+                p._gpuutil_cpu_only = True
+                self._cpu_only_profilers += 1
+        self._found_cpu_only = True
 
     def install(self) -> None:
         cls = torch.autograd.profiler.profile
@@ -115,7 +189,12 @@ class ProfilerGuard:
         points. Found running, it may have started any time in the step that
         began at ``step_start_ns``: that step is marked too."""
         enabled = profiler_enabled()
-        if enabled and self.suspended_for is None and self._cpu_only_profilers == 0:
+        if not enabled:
+            self._found_cpu_only = False
+        if enabled and self.suspended_for is None and self._cpu_only_profilers == 0 and not self._found_cpu_only:
+            if running_profiler_traces_gpu() is False:
+                self._note_cpu_only_running()
+                return
             self._enter("torch.profiler (or another Kineto client) was found running at a step boundary; "
                         "GPU records from when it started are missing", step_start_ns)
         elif not enabled and self.suspended_for is not None:

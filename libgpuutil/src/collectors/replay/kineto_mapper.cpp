@@ -164,6 +164,11 @@ void KinetoMapper::complete_event(const RawEvent& e, uint64_t index) {
     note(Diag::event_timestamp_out_of_range, index, "ts + dur beyond int64 ns", e.name);
     return;
   }
+  if (start_ns < kMinEventTimeNs || end_ns > kMaxEventTimeNs) {
+    // Differences with the trace's other events would overflow.
+    note(Diag::event_timestamp_out_of_range, index, "time beyond the +-2^61..2^62 ns kept", e.name);
+    return;
+  }
   if (e.args.state == FieldState::kWrongType) {
     note(Diag::event_malformed, index, "\"args\" is not an object", e.name);
     return;

@@ -25,6 +25,12 @@ namespace gpuutil::replay {
 
 // Longest accepted event duration: one day. Longer ones are clock faults.
 inline constexpr int64_t kMaxEventDurationNs = int64_t{86'400} * 1'000'000'000;
+// Event times kept: [-2^61, 2^62] ns (before 1897 to after 2116 on the Unix
+// epoch, or any relative clock), so the difference of any two, and any sum
+// of a difference and a duration, fits in int64 throughout the analysis.
+// An event outside is event_timestamp_out_of_range.
+inline constexpr int64_t kMinEventTimeNs = -(int64_t{1} << 61);
+inline constexpr int64_t kMaxEventTimeNs = int64_t{1} << 62;
 
 class KinetoMapper {
  public:

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <unordered_map>
 
 namespace gpuutil::replay {
 
@@ -36,7 +37,24 @@ void build_step_windows(std::vector<StepWindow> candidates, EventStore* store) {
   });
   uint64_t overlapping = 0;
   std::string example;
+  // One window per step number, as the report has one entry per step: a
+  // number seen again (traces concatenated, a profiler restarted, a
+  // duplicated event) keeps its earliest window, and the later ones are
+  // counted and dropped; their time lies outside any step.
+  std::unordered_map<int64_t, size_t> kept_by_step;  // step number -> index in store->steps
+  uint64_t duplicated = 0;
+  std::string duplicate_example;
   for (StepWindow w : candidates) {
+    if (const auto it = kept_by_step.find(w.step); it != kept_by_step.end()) {
+      ++duplicated;
+      if (duplicate_example.empty()) {
+        const StepWindow& kept = store->steps[it->second];
+        duplicate_example = "step " + std::to_string(w.step) + ": [" + std::to_string(w.start_ns) + ", " +
+                            std::to_string(w.end_ns) + ") ns dropped, [" + std::to_string(kept.start_ns) +
+                            ", " + std::to_string(kept.end_ns) + ") ns kept";
+      }
+      continue;
+    }
     if (!store->steps.empty() && w.start_ns < store->steps.back().end_ns) {
       ++overlapping;
       if (example.empty()) {
@@ -47,8 +65,10 @@ void build_step_windows(std::vector<StepWindow> candidates, EventStore* store) {
       if (w.start_ns >= w.end_ns) continue;  // nothing left after clipping
     }
     store->steps.push_back(w);
+    kept_by_step.emplace(w.step, store->steps.size() - 1);
   }
   if (overlapping > 0) store->diagnostics.add(Diag::steps_overlapping, overlapping, example);
+  if (duplicated > 0) store->diagnostics.add(Diag::steps_duplicated, duplicated, duplicate_example);
 }
 
 }  // namespace gpuutil::replay

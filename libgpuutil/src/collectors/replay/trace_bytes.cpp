@@ -17,6 +17,7 @@
 #include <libdeflate.h>
 #endif
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -27,7 +28,10 @@
 
 #include <simdjson.h>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace gpuutil::replay {
 
@@ -38,12 +42,6 @@ namespace {
 #ifdef GPUUTIL_HAVE_ZLIB
 constexpr size_t kInflateChunkBytes = size_t{1} << 20;
 #endif
-
-struct FileCloser {
-  void operator()(std::FILE* f) const {
-    if (f) std::fclose(f);
-  }
-};
 
 // Buffers of a MiB or more are written once, front to back (gzip output,
 // file reads): with transparent huge pages in "madvise" mode (Debian's and
@@ -175,7 +173,7 @@ size_t isize_hint(std::string_view compressed) {
 #endif
 
 #ifndef GPUUTIL_HAVE_ZLIB
-bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t) {
+bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t, bool*) {
   return gunzip(compressed, out, error);
 }
 
@@ -191,7 +189,8 @@ bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error) {
   return gunzip_capped(compressed, out, error, kMaxDocumentBytes);
 }
 
-bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t cap_bytes) {
+bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t cap_bytes,
+                   bool* over_cap) {
   // ISIZE (the last 4 bytes, little endian) is the uncompressed size mod
   // 2^32 of the last member: a good first guess for one-member files.
   size_t guess = compressed.size() * 4;
@@ -248,6 +247,7 @@ bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* er
       if (produced >= cap_bytes) {
         *error = "gzip: decompressed document exceeds " +
                  (cap_bytes == kMaxDocumentBytes ? std::string("4 GiB") : std::to_string(cap_bytes) + " bytes");
+        if (over_cap != nullptr) *over_cap = cap_bytes < kMaxDocumentBytes;
         ok = false;
         break;
       }
@@ -314,44 +314,75 @@ bool read_trace_file(const std::string& path, TraceBytes* out, std::string* erro
     *error = "cannot read " + path + ": is a directory";
     return false;
   }
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     *error = "cannot open " + path + ": " + std::strerror(errno);
     return false;
   }
-  if (std::fseek(file.get(), 0, SEEK_END) != 0) {
-    *error = "cannot seek " + path + ": " + std::strerror(errno);
+  const bool ok = read_trace_fd(fd, 0, path, out, error);
+  ::close(fd);
+  return ok;
+}
+
+namespace {
+
+// Reads [offset, offset + bytes) of `fd` into `dst`; the count read.
+size_t pread_all(int fd, char* dst, size_t bytes, uint64_t offset) {
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(fd, dst + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+}  // namespace
+
+bool read_trace_fd(int fd, uint64_t offset, const std::string& label, TraceBytes* out, std::string* error,
+                   size_t cap_bytes, bool* over_cap) {
+  if (over_cap != nullptr) *over_cap = false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    *error = "cannot size " + label + ": " + std::strerror(errno);
     return false;
   }
-  const long end = std::ftell(file.get());
-  if (end < 0 || std::fseek(file.get(), 0, SEEK_SET) != 0) {
-    *error = "cannot size " + path + ": " + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) {
+    *error = "cannot read " + label + " whole: not a regular file";
     return false;
   }
-  const auto file_bytes = static_cast<size_t>(end);
+  const uint64_t end = static_cast<uint64_t>(st.st_size);
+  const size_t file_bytes = end > offset ? static_cast<size_t>(end - offset) : 0;
   if (file_bytes > kMaxDocumentBytes) {
-    *error = path + " is larger than 4 GiB";
+    *error = label + " is larger than 4 GiB";
+    return false;
+  }
+  if (file_bytes > cap_bytes) {
+    *error = label + " is larger than " + std::to_string(cap_bytes) + " bytes";
+    if (over_cap != nullptr) *over_cap = true;
     return false;
   }
   TraceBytes raw;
   raw.allocate(file_bytes + kTracePaddingBytes);
   // The first bytes first: gzip, or something that starts like JSON.
   const size_t head = file_bytes < 4096 ? file_bytes : 4096;
-  size_t got = head == 0 ? 0 : std::fread(raw.data(), 1, head, file.get());
+  errno = 0;
+  size_t got = pread_all(fd, raw.data(), head, offset);
   if (got == head && head == 4096 && !looks_like_gzip({raw.data(), head})) {  // small files: the parser words it
     std::string why;
     if (!starts_like_json({raw.data(), head}, &why)) {
-      *error = "cannot read " + path + ": " + why;
+      *error = "cannot read " + label + ": " + why;
       return false;
     }
   }
-  if (got == head && file_bytes > head) got += std::fread(raw.data() + head, 1, file_bytes - head, file.get());
+  if (got == head && file_bytes > head) got += pread_all(fd, raw.data() + head, file_bytes - head, offset + head);
   if (got != file_bytes) {
-    *error = "cannot read " + path + ": " + (std::ferror(file.get()) ? std::strerror(errno) : "short read");
+    *error = "cannot read " + label + ": " + (errno != 0 ? std::strerror(errno) : "short read");
     return false;
   }
   finish_padding(&raw, file_bytes);
-  if (looks_like_gzip(raw.view())) return gunzip(raw.view(), out, error);
+  if (looks_like_gzip(raw.view())) return gunzip_capped(raw.view(), out, error, std::min(cap_bytes, kMaxDocumentBytes), over_cap);
   *out = std::move(raw);
   return true;
 }

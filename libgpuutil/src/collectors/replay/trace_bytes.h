@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,8 +47,9 @@ struct TraceBytes {
   // streaming window) is exactly `bytes`, so its resident memory stays the
   // window's.
   void allocate(size_t bytes, bool once = true);
-  // Grows the buffer to `bytes`, keeping its contents (no copy where the
-  // kernel can extend or move the mapping); throws std::bad_alloc.
+  // Grows (or shrinks) the buffer to `bytes`, keeping its contents up to
+  // that size (no copy where the kernel can extend or move the mapping;
+  // shrinking returns the tail's pages); throws std::bad_alloc.
   void grow(size_t bytes, size_t keep);
   void clear();
 };
@@ -62,13 +64,22 @@ inline constexpr size_t kMaxDocumentBytes = 0xFFFFFFFFull - kTracePaddingBytes;
 // kMaxDocumentBytes, or its first bytes show it is not JSON (checked before
 // the rest is read or inflated: a 3 GB binary fails at once).
 bool read_trace_file(const std::string& path, TraceBytes* out, std::string* error);
+// The same for the regular file open as `fd`, from `offset` to its end
+// (pread: the descriptor's position is not used), named `label` in
+// errors. The file, and a gzip stream's inflated document, may take at
+// most `cap_bytes` of memory; `*over_cap` (when given) says a document was
+// refused for that cap rather than for kMaxDocumentBytes.
+bool read_trace_fd(int fd, uint64_t offset, const std::string& label, TraceBytes* out, std::string* error,
+                   size_t cap_bytes = kMaxDocumentBytes, bool* over_cap = nullptr);
 
 // Decompresses a complete gzip stream held in memory (same errors as above).
 bool gunzip(std::string_view compressed, TraceBytes* out, std::string* error);
-// The same with a smaller cap than kMaxDocumentBytes (tests of the cap).
-// The cap is checked before each growth, and growth never copies, so
-// memory stays within the cap plus one inflate chunk.
-bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t cap_bytes);
+// The same with a smaller cap than kMaxDocumentBytes (tests of the cap;
+// the import's memory budget). The cap is checked before each growth, and
+// growth never copies, so memory stays within the cap plus one inflate
+// chunk. `*over_cap` (when given) is set when the cap stopped it.
+bool gunzip_capped(std::string_view compressed, TraceBytes* out, std::string* error, size_t cap_bytes,
+                   bool* over_cap = nullptr);
 
 // True when `head` (a document's first bytes) starts like JSON: blank, or
 // `{` / `[` after an optional UTF-8 byte order mark and whitespace. Else

@@ -7,6 +7,14 @@
 // trace_bytes.h's gunzip()). The error texts match trace_bytes.h's, so a
 // file reports the same fault whichever pass reads it.
 //
+// Every input is one of these sources: a regular file (seekable: its size
+// and a gzip trailer are read up front, and it can be read again whole),
+// or a stream - a pipe, a FIFO, `/dev/stdin`, a `/dev/fd/N`, a socket, a
+// character device, standard input as a descriptor - which is never
+// seeked: its first bytes are read ahead to see the gzip magic and handed
+// over first, and its size is unknown. A FIFO is opened without blocking
+// and waited on for a writer for a bounded time; a terminal is refused.
+//
 // read_ahead() moves the reading (and inflating) onto a second thread that
 // stays a few blocks ahead of the caller (read_ahead.cpp), so inflating a
 // gzip stream overlaps parsing what came before.
@@ -20,11 +28,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
 namespace gpuutil::replay {
+
+// How long a stream may keep the reader waiting (ImportOptions).
+struct StreamWait {
+  uint32_t writer_wait_ms = 30000;  // a FIFO without a writer
+  const std::function<void(const std::string&)>* on_wait = nullptr;  // one line when the wait begins
+};
 
 class TraceSource {
  public:
@@ -34,10 +49,22 @@ class TraceSource {
   TraceSource& operator=(const TraceSource&) = delete;
 
   // Opens `path` for reading. False with `error` ("cannot open PATH: ...",
-  // "cannot read PATH: is a directory") when it cannot be read.
-  bool open_file(const std::string& path, std::string* error);
+  // "cannot read PATH: is a directory", "PATH is a terminal ...", "no
+  // writer opened the FIFO PATH within 30 s") when it cannot be read.
+  bool open_file(const std::string& path, const StreamWait& wait, std::string* error);
+  // Reads from `fd` (not owned, never closed) from its current position;
+  // `name` names it in errors. The same kinds and errors as open_file.
+  bool open_fd(int fd, const std::string& name, const StreamWait& wait, std::string* error);
   // Reads `bytes` (plain or gzip), which must outlive the source; no copy.
   void open_memory(std::string_view bytes);
+
+  // A regular file (or memory): it has a size and can be read again whole
+  // from fd() at start_offset() (trace_bytes.h's read_trace_fd).
+  bool rewindable() const { return rewindable_; }
+  int fd() const { return fd_; }
+  uint64_t start_offset() const { return start_offset_; }
+  // Document bytes handed over by read() so far.
+  uint64_t bytes_read() const { return bytes_read_; }
 
   bool gzip() const { return gzip_; }
   // The document's size in bytes when known before reading: a plain
@@ -65,16 +92,28 @@ class TraceSource {
   bool read_raw(char* dst, size_t want, size_t* got, std::string* error);
   bool inflate_into(char* dst, size_t want, size_t* got, std::string* error);
   bool refill_input(std::string* error);
+  // open_file / open_fd once the descriptor is open.
+  bool adopt(const StreamWait& wait, bool opened_nonblocking, std::string* error);
+  // A stream: waits for its first bytes (a FIFO's writer, bounded) and
+  // reads them into head_.
+  bool wait_for_head(const StreamWait& wait, bool fifo_nonblocking, std::string* error);
+  bool read_fd(char* dst, size_t want, size_t* got, std::string* error);
 
   struct Inflater;
   std::unique_ptr<Inflater> inflater_;
   std::unique_ptr<ReadAhead> ahead_;  // its thread is joined first thing in the destructor
   std::string path_;
   int fd_ = -1;
+  bool owns_fd_ = false;
+  bool rewindable_ = true;
+  uint64_t start_offset_ = 0;
+  std::string head_;  // a stream's first bytes, read ahead to see its magic
+  size_t head_offset_ = 0;
   std::string_view memory_;
   size_t memory_offset_ = 0;
   bool gzip_ = false;
   uint64_t size_hint_bytes_ = 0;
+  uint64_t bytes_read_ = 0;
 };
 
 }  // namespace gpuutil::replay
