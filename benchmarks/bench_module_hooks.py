@@ -1,20 +1,26 @@
-"""What timing forward costs per module call: global module hooks vs
-gpuutil's wrapped root classes (python/gpuutil/torch/_forward.py).
+"""What timing forward costs per module call: gpuutil's discovery step
+vs its wrapped root classes (python/gpuutil/torch/_forward.py).
 
 A model of N tiny modules (nn.Identity in an nn.Sequential, so module-call
 overhead is all there is) is called in three settings, interleaved, best of
 --repeat runs of --calls forward calls each:
 
   plain            no profiler
-  global hooks     gpuutil's discovery step (global forward pre/post hooks)
+  discovering      gpuutil's discovery step (every module call intercepted)
   wrapped roots    gpuutil after discovery (only the root class is wrapped)
 
-    python benchmarks/bench_module_hooks.py [--modules 200] [--calls 2000] [--repeat 7]
+With --baseline FILE (another version of _forward.py, e.g. from
+`git show HEAD:python/gpuutil/torch/_forward.py > /tmp/old_forward.py`),
+that version's two settings run too, interleaved with these, so the two
+versions are compared in one run.
+
+    python benchmarks/bench_module_hooks.py [--modules 200] [--calls 2000] [--repeat 7] [--baseline FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import timeit
 
 import torch
@@ -28,6 +34,7 @@ def main() -> None:
     ap.add_argument("--modules", type=int, default=200)
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--baseline", help="another _forward.py, run beside this one")
     args = ap.parse_args()
     model = torch.nn.Sequential(*[torch.nn.Identity() for _ in range(args.modules)])
     x = torch.zeros(1)
@@ -48,19 +55,34 @@ def main() -> None:
     def plain():
         return None
 
-    def global_hooks():
-        fr = ForwardRanges(path)
-        fr.install()  # discovering: global hooks on
-        return fr
+    def discovering(cls):
+        def setup():
+            fr = cls(path)
+            fr.install()  # discovering: every module call intercepted
+            return fr
 
-    def wrapped_roots():
-        fr = ForwardRanges(path)
-        fr.install()
-        model(x)
-        fr.on_step_end(1)  # discovery over: Sequential wrapped, global hooks gone
-        return fr
+        return setup
 
-    settings = {"plain": plain, "global hooks": global_hooks, "wrapped roots": wrapped_roots}
+    def wrapped_roots(cls):
+        def setup():
+            fr = cls(path)
+            fr.install()
+            model(x)
+            fr.on_step_end(1)  # discovery over: Sequential wrapped, nothing else
+            return fr
+
+        return setup
+
+    versions = {"": ForwardRanges}
+    if args.baseline:
+        spec = importlib.util.spec_from_file_location("baseline_forward", args.baseline)
+        baseline = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(baseline)
+        versions = {"this: ": ForwardRanges, "baseline: ": baseline.ForwardRanges}
+    settings = {"plain": plain}
+    for label, cls in versions.items():
+        settings[f"{label}discovering"] = discovering(cls)
+        settings[f"{label}wrapped roots"] = wrapped_roots(cls)
     best = {k: float("inf") for k in settings}
     for _ in range(args.repeat):
         for name, setup in settings.items():
@@ -69,7 +91,7 @@ def main() -> None:
     print(f"{args.modules} modules per forward, best of {args.repeat} x {args.calls} calls")
     for name, us in best.items():
         extra = us - base
-        print(f"{name:>14}: {us:9.1f} us per forward  (+{extra:7.1f} us, {1000 * extra / args.modules:6.0f} ns per module call)")
+        print(f"{name:>24}: {us:9.1f} us per forward  (+{extra:7.1f} us, {1000 * extra / args.modules:6.0f} ns per module call)")
 
 
 if __name__ == "__main__":

@@ -114,7 +114,7 @@ with open(out_path, "w") as f:
 """
 
 IDLE_KEYS = ("idle_dataloader", "idle_host_sync", "idle_collective",
-             "idle_launch", "idle_host", "idle_unattributed")
+             "idle_launch", "idle_host", "idle_dependency", "idle_unattributed", "idle_kernel_gap")
 
 
 def die(msg: str) -> None:
@@ -304,9 +304,8 @@ def main() -> int:
     p("gpuutil report['summary']['devices'][i]['breakdown_ns'], all streams of the "
       f"device merged, over {g['steps']} ProfilerStep windows (ms):")
     p("")
-    p("| rank/device | wall | compute | comm | memory | idle_dataloader | idle_host_sync "
-      "| idle_collective | idle_launch | idle_host | idle_unattributed | idle total |")
-    p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    p("| rank/device | wall | compute | comm | memory | " + " | ".join(IDLE_KEYS) + " | idle total |")
+    p("|---|" + "---:|" * (5 + len(IDLE_KEYS)))
     for d in g["devices"]:
         b = d["breakdown_ns"]
         idle = sum(b.get(k, 0) for k in IDLE_KEYS)

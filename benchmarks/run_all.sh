@@ -36,5 +36,7 @@ echo "== PyTorch step boundary, part by part; per-phase paired differences"
 .venv/bin/python benchmarks/bench_torch_boundary.py
 .venv/bin/python benchmarks/bench_torch_boundary.py --report-interval-ms 0
 .venv/bin/python benchmarks/bench_torch_phases.py
-echo "== forward timing: global module hooks vs wrapped root classes"
+echo "== forward timing: discovery step vs wrapped root classes"
 .venv/bin/python benchmarks/bench_module_hooks.py
+echo "== torch.compile: Dynamo's counters with and without gpuutil"
+.venv/bin/python benchmarks/bench_torch_compile.py

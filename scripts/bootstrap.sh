@@ -10,9 +10,30 @@ if [ -z "${GPUUTIL_BOOTSTRAP_LOCKED:-}" ] && command -v flock >/dev/null 2>&1; t
   exec flock .bootstrap.lock "$0" "$@"
 fi
 
-# Progress: each stage with the seconds since the start.
+# Progress: each stage with the seconds since the start, and a line at
+# least every 20 s while a long stage runs (compiling, installing torch).
 SECONDS=0
 say() { echo "[bootstrap ${SECONDS}s] $*"; }
+# Runs "$@" and, while it runs, says every 20 s that it still does (with
+# the number of objects compiled so far when it builds in build/).
+with_progress() {
+  local what=$1; shift
+  mkdir -p build
+  local mark=build/.bootstrap-progress-mark
+  touch "$mark"
+  (
+    while sleep 20; do
+      n=$(find build -name '*.o' -newer "$mark" 2>/dev/null | wc -l)
+      say "... still $what ($n objects compiled so far)"
+    done
+  ) &
+  local ticker=$!
+  local rc=0
+  "$@" || rc=$?
+  kill "$ticker" 2>/dev/null || true
+  wait "$ticker" 2>/dev/null || true
+  return "$rc"
+}
 
 need_apt=()
 dpkg -s nlohmann-json3-dev >/dev/null 2>&1 || need_apt+=(nlohmann-json3-dev)
@@ -24,6 +45,10 @@ command -v ninja >/dev/null 2>&1 || need_apt+=(ninja-build)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 # Headless browser for the HTML report test (tests/python/test_export_html.py).
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# prometheus and promtool for the fleet rules' tests (tests/python/test_fleet_*.py).
+# Where systemd runs, Debian's package also starts a system Prometheus on :9090;
+# the tests run their own on a free port.
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   say "installing Debian packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -48,19 +73,29 @@ elif [ ! -f "$stamp" ] || ! cat requirements-torch.txt requirements-build.txt "$
   say "installing pinned Python packages ($reqs; $(grep -v '^#' requirements-torch.txt | head -1), the CPU build here)"
   $PY -m pip install -q --upgrade pip >/dev/null
   # torch first, pinned (CPU build here), so nothing later pulls a CUDA torch.
-  $PY -m pip install -q -r requirements-torch.txt
-  $PY -m pip install -q -r "$reqs" -c requirements-torch.txt
+  with_progress "installing torch" $PY -m pip install -q -r requirements-torch.txt
+  with_progress "installing $reqs" $PY -m pip install -q -r "$reqs" -c requirements-torch.txt
   cat requirements-torch.txt requirements-build.txt "$reqs" > "$stamp"
   $PY -c 'import torch, sys; v = torch.__version__; sys.exit(0 if v.startswith("2.13.0") else "torch " + v + " is not 2.13.0")'
 fi
 
-say "building gpuutil (C++ core, tests, Python extension; build/, incremental: minutes the first time on 2 cores)"
-$PY -m pip install -q --no-build-isolation --no-deps \
+# The demo (GPUUTIL_BOOTSTRAP_MINIMAL=1) builds only what it runs: the core,
+# the Python extension, the native CLI and the NVTX library, not the C++
+# tests and benchmarks (most of a first build). A build tree that already
+# has them keeps them (switching them off would drop built work).
+tests=ON
+if [ "${GPUUTIL_BOOTSTRAP_MINIMAL:-0}" = 1 ] && ! grep -qs '^GPUUTIL_BUILD_TESTS:BOOL=ON' build/CMakeCache.txt; then
+  tests=OFF
+fi
+what="C++ core, Python extension"
+if [ $tests = ON ]; then what="$what, tests, benchmarks"; fi
+say "building gpuutil ($what; build/, incremental: minutes the first time on 2 cores)"
+with_progress "building gpuutil" $PY -m pip install -q --no-build-isolation --no-deps \
   -Cbuild-dir=build \
-  -Ccmake.define.GPUUTIL_BUILD_TESTS=ON \
+  -Ccmake.define.GPUUTIL_BUILD_TESTS=$tests \
   -Ccmake.define.GPUUTIL_VENDORED_DEPS=OFF \
   -Ccmake.define.GPUUTIL_LIBDEFLATE=ON \
-  -Ccmake.define.GPUUTIL_BUILD_BENCHMARKS=ON \
+  -Ccmake.define.GPUUTIL_BUILD_BENCHMARKS=$tests \
   -Ccmake.define.CMAKE_EXPORT_COMPILE_COMMANDS=ON \
   .
 
@@ -68,5 +103,7 @@ $PY -m pip install -q --no-build-isolation --no-deps \
 # (about a minute the first time; cached per torch version, see
 # docs/pytorch.md). Without it gpuutil falls back to Python-level hooks.
 say "building the LibTorch hook (about a minute the first time; cached per torch version)"
-$PY -m gpuutil.torch.build >/dev/null ||
+# Bounded: a build that cannot finish in 20 minutes is reported, not waited
+# for (gpuutil.torch.build itself clears a stale lock left by a killed build).
+with_progress "building the LibTorch hook" timeout 1200 $PY -m gpuutil.torch.build >/dev/null ||
   echo "[bootstrap] warning: the LibTorch hook did not build; gpuutil will use Python-level hooks"

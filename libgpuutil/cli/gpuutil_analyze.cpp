@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "gpuutil/analyze_traces.h"
+#include "gpuutil/trace_dirs.h"
 
 #ifndef GPUUTIL_VERSION
 #define GPUUTIL_VERSION "0.1.0"  // keep in step with project() in CMakeLists.txt
@@ -244,9 +245,12 @@ int main(int argc, char** argv) {
   Args args;
   if (const int code = parse(argc, argv, &args); code >= 0) return code;
 
+  // A directory (tensorboard_trace_handler's) stands for the traces in it.
+  const gpuutil::TraceDirsResult expanded = gpuutil::expand_trace_dirs(args.traces);
+  if (!expanded.ok) return error(expanded.error, 2);
   std::vector<gpuutil::TraceInput> inputs;
   const bool tty = isatty(STDERR_FILENO) != 0;
-  for (const std::string& path : args.traces) {
+  for (const std::string& path : expanded.paths) {
     if (path == "-") {
       if (std::any_of(inputs.begin(), inputs.end(), [](const auto& in) { return in.fd == STDIN_FILENO; })) {
         return usage_error("standard input (-) can be given once");
@@ -256,7 +260,7 @@ int main(int argc, char** argv) {
     }
     // Only a regular file can be peeked at: a FIFO or pipe is read once.
     const bool regular = is_regular_file(path);
-    if (args.traces.size() == 1 && regular && is_gpuutil_report(head_of_file(path))) {
+    if (expanded.paths.size() == 1 && regular && is_gpuutil_report(head_of_file(path))) {
       return error(path + " is a gpuutil report, not a trace: `gpuutil analyze " + path + "` shows it", 2);
     }
     struct stat st {};

@@ -16,6 +16,7 @@
 #include "gpuutil/analysis.h"
 #include "gpuutil/kineto_import.h"
 #include "gpuutil/perfetto.h"
+#include "gpuutil/trace_dirs.h"
 
 namespace py = pybind11;
 
@@ -26,12 +27,25 @@ std::string perfetto_trace_files(const std::vector<std::string>& paths, int inde
   std::string text, error;
   {
     py::gil_scoped_release release;
+    // A directory (tensorboard_trace_handler's) stands for the traces in it.
+    const gpuutil::TraceDirsResult expanded = gpuutil::expand_trace_dirs(paths);
+    error = expanded.error;
     std::vector<gpuutil::ImportResult> results;
-    results.reserve(paths.size());
-    for (size_t i = 0; i < paths.size() && error.empty(); ++i) {
+    results.reserve(expanded.paths.size());
+    for (size_t i = 0; i < expanded.paths.size() && error.empty(); ++i) {
       // `-` is standard input, streamed like the analyze path's.
-      results.push_back(paths[i] == "-" ? gpuutil::import_kineto_fd(0, "<stdin>") : gpuutil::import_kineto_file(paths[i]));
+      const std::string& path = expanded.paths[i];
+      results.push_back(path == "-" ? gpuutil::import_kineto_fd(0, "<stdin>") : gpuutil::import_kineto_file(path));
       if (!results.back().ok) error = "cannot read " + results.back().store.source + ": " + results.back().error;
+    }
+    const bool any_event = std::any_of(results.begin(), results.end(), [](const gpuutil::ImportResult& r) {
+      const gpuutil::EventStore& s = r.store;
+      return !s.activities.empty() || !s.ranges.empty() || !s.api_calls.empty() || !s.counters.empty();
+    });
+    if (error.empty() && !any_event) {
+      // An empty timeline is no export: say so rather than write an empty trace.
+      error = "cannot export " + (results.empty() ? std::string("the input") : results.front().store.source) +
+              ": it holds no device activity, host range, runtime call or counter to draw";
     }
     if (error.empty()) {
       std::set<int32_t> ranks;

@@ -27,6 +27,7 @@
 #include "gpuutil/diagnostics.h"
 #include "gpuutil/kineto_import.h"
 #include "gpuutil/report_json.h"
+#include "gpuutil/trace_dirs.h"
 
 #ifndef GPUUTIL_VERSION
 #define GPUUTIL_VERSION "0.1.0"  // keep in step with project() in CMakeLists.txt
@@ -77,7 +78,10 @@ std::string analyze_files(const std::vector<std::string>& paths, std::optional<d
   options.flops_per_step = flops_per_step;
   options.dtype = dtype;
   options.peak_tflops = peak_tflops;
-  const std::vector<gpuutil::TraceInput> inputs = trace_inputs(paths);
+  // A directory (tensorboard_trace_handler's) stands for the traces in it.
+  const gpuutil::TraceDirsResult expanded = gpuutil::expand_trace_dirs(paths);
+  if (!expanded.ok) throw TraceError(expanded.error);
+  const std::vector<gpuutil::TraceInput> inputs = trace_inputs(expanded.paths);
   gpuutil::ImportOptions import;
   if (max_memory_bytes) import.memory_budget_bytes = *max_memory_bytes;
   // Waiting lines go straight to the process's stderr (the GIL is released).

@@ -14,6 +14,8 @@
 #include "gpuutil/clock.h"
 #include "gpuutil/range_classify.h"
 #include "gpuutil/report_json.h"
+#include "gpuutil/report_read.h"
+#include "gpuutil/run_totals.h"
 #include "gpuutil/session.h"
 
 namespace py = pybind11;
@@ -38,6 +40,21 @@ gpuutil::Diag diag_by_name(const std::string& name) {
 
 void bind_session(py::module_& m) {
   m.def("now_ns", &gpuutil::session_now_ns, "The session clock (CLOCK_MONOTONIC ns).");
+  m.def(
+      "run_totals_of_reports",
+      [](const std::vector<std::string>& reports) {
+        std::vector<gpuutil::Report> parsed(reports.size());
+        for (size_t i = 0; i < reports.size(); ++i) {
+          std::string error;
+          if (!gpuutil::report_from_json(reports[i], &parsed[i], &error)) {
+            throw py::value_error("report " + std::to_string(i + 1) + ": " + error);
+          }
+        }
+        return gpuutil::run_totals_to_json(gpuutil::run_totals_of_reports(parsed));
+      },
+      py::arg("reports"),
+      "Run totals (the JSON Session.run_totals_json gives) of step reports read back from a file, each a "
+      "gpuutil.report/1 JSON document, in file order: the run's findings by the same rules as prof.summary().");
   py::class_<gpuutil::Session>(m, "Session")
       .def(py::init([](const std::string& jsonl_path, int rank, std::optional<double> flops_per_step,
                        const std::string& dtype, std::optional<double> peak_tflops, size_t max_pending_events,
@@ -137,6 +154,22 @@ void bind_session(py::module_& m) {
           "...): MFU's peak and the SM efficiency/occupancy estimates need them.")
       .def("set_flops_per_step", &gpuutil::Session::set_flops_per_step, py::arg("flops"), py::arg("source"),
            "FLOPs per step for MFU from the next analysed step on; source becomes flops_source.")
+      .def(
+          "set_loader",
+          [](gpuutil::Session& s, const std::string& name, std::optional<int64_t> num_workers,
+             std::optional<bool> pin_memory, std::optional<bool> persistent_workers,
+             std::optional<int64_t> prefetch_factor) {
+            gpuutil::LoaderSettings settings;
+            settings.num_workers = num_workers;
+            settings.pin_memory = pin_memory;
+            settings.persistent_workers = persistent_workers;
+            settings.prefetch_factor = prefetch_factor;
+            s.set_loader(name, settings);
+          },
+          py::arg("name"), py::arg("num_workers") = py::none(), py::arg("pin_memory") = py::none(),
+          py::arg("persistent_workers") = py::none(), py::arg("prefetch_factor") = py::none(),
+          "The live DataLoader behind the wait ranges `name` has these settings (None: unknown): reports "
+          "carry them in `loaders` and findings never recommend one it has.")
       .def("mark_complete_until", &gpuutil::Session::mark_complete_until, py::arg("t_ns"))
       .def(
           "collect",

@@ -27,6 +27,20 @@
 //   which would each pay a Python wrapper for a range that is not kept; two
 //   attribute stores per step cost less than one such call.
 //
+// - what the work between automatic steps is, on the main thread, for the
+//   step path to carve it out of the step it would open (gpuutil/step_path.h):
+//   each outermost forward's state at its end (grad mode, read through
+//   torch.is_grad_enabled, and module.training: a call and an attribute read,
+//   once per outermost forward), each outermost backward, torch.save
+//   (`outside_range`) and a framework's own events (`mark_outside`);
+// - which optimizers step (a weak reference each, so a new optimizer at a
+//   dead one's address is a new one), so that with two or more per iteration
+//   (a GAN) one step per iteration ends at the one seen last
+//   (StepPath::optimizer_stepped), with the optimizers_per_iteration
+//   diagnostic saying so;
+// - the compile_warmup interval while torch.compile compiles
+//   (`compile_begin`/`compile_end`, from Dynamo's compile callbacks).
+//
 // Automatic steps have three modes: 0 "ask" (the post-hook calls `ask()`,
 // the profile's auto_step_boundary, which decides whether steps are
 // automatic), 1 "auto" (closed here), 2 "off" (user-marked steps, stopped,
@@ -41,6 +55,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "gpuutil/clock.h"
 #include "gpuutil/session.h"
@@ -121,8 +136,9 @@ class PyStepPath {
     ThreadState& s = state();
     if (s.forward_depth <= 0) return;  // entered before the profile started
     if (--s.forward_depth == 0) {
-      path_.add(class_slot(module, module_slots_, "nn.Module: ", ""), s.forward_start_ns, gpuutil::session_now_ns(),
-                s.thread);
+      const int64_t now_ns = gpuutil::session_now_ns();
+      path_.add(class_slot(module, module_slots_, "nn.Module: ", ""), s.forward_start_ns, now_ns, s.thread);
+      if (mode_ != kOff && on_main_thread()) path_.note_forward(forward_kind(module), s.forward_start_ns, now_ns);
     }
   }
   int forward_depth() { return state().forward_depth; }
@@ -130,7 +146,10 @@ class PyStepPath {
   // --- backward: the outermost torch.autograd.backward on this thread ---
   void backward_enter() {
     ThreadState& s = state();
-    if (s.backward_depth++ == 0) s.backward_start_ns = gpuutil::session_now_ns();
+    if (s.backward_depth++ == 0) {
+      s.backward_start_ns = gpuutil::session_now_ns();
+      if (mode_ != kOff && on_main_thread()) path_.note_backward(s.backward_start_ns);
+    }
   }
   void backward_exit() {
     ThreadState& s = state();
@@ -155,7 +174,10 @@ class PyStepPath {
         s.optimizer_start_ns[d < ThreadState::kMaxOptimizerDepth ? d : ThreadState::kMaxOptimizerDepth - 1];
     const int64_t now_ns = gpuutil::session_now_ns();
     path_.add(class_slot(optimizer, optimizer_slots_, "Optimizer.step#", ".step"), start_ns, now_ns, s.thread);
-    if (d != 0 || static_cast<uint64_t>(pthread_self()) != main_thread_) return;
+    if (d != 0 || !on_main_thread() || mode_ == kOff) return;
+    const gpuutil::OptimizerStep verdict = path_.optimizer_stepped(optimizer_serial(optimizer));
+    if (verdict == gpuutil::OptimizerStep::kFirstSkip) say_optimizers_per_iteration();
+    if (verdict != gpuutil::OptimizerStep::kCloses) return;
     if (mode_ == kAuto) {
       due(now_ns, path_.close_auto_step(now_ns));
     } else if (mode_ == kAsk && ask_) {
@@ -163,6 +185,26 @@ class PyStepPath {
     }
   }
   bool in_optimizer() { return state().optimizer_depth > 0; }
+
+  // --- non-training work between automatic steps (main thread) ---
+  void outside_range(const std::string& kind, int64_t start_ns) {
+    if (mode_ != kOff && on_main_thread()) path_.note_outside(outside_kind(kind), start_ns, gpuutil::session_now_ns());
+  }
+  void mark_outside(const std::string& kind) {
+    if (mode_ != kOff && on_main_thread()) path_.mark_outside(outside_kind(kind), gpuutil::session_now_ns());
+  }
+  // The profile stops: the time after the last automatic step is outside steps.
+  void finish_auto(int64_t now_ns) { path_.finish_auto(now_ns); }
+  // Optimizers stepping per iteration when steps hold an iteration each (0: one per step).
+  int optimizers_per_iteration() const { return said_ ? path_.optimizers_seen() : 0; }
+
+  // --- torch.compile: Dynamo's compile start/end callbacks (any thread) ---
+  void compile_begin(const std::string& example) {
+    if (compiling_++ == 0) session_.begin_interval(gpuutil::Diag::compile_warmup, gpuutil::session_now_ns(), example);
+  }
+  void compile_end() {
+    if (compiling_ > 0 && --compiling_ == 0) session_.end_interval(gpuutil::Diag::compile_warmup, gpuutil::session_now_ns());
+  }
 
   // owner.name is `inside` while any optimizer step runs, `outside` otherwise
   // (set now to the one that holds); clear_swap() stops swapping.
@@ -211,6 +253,89 @@ class PyStepPath {
     }
   }
 
+  bool on_main_thread() const { return static_cast<uint64_t>(pthread_self()) == main_thread_; }
+
+  static gpuutil::OutsideKind outside_kind(const std::string& kind) {
+    if (kind == "evaluation") return gpuutil::OutsideKind::kEvaluation;
+    if (kind == "checkpoint") return gpuutil::OutsideKind::kCheckpoint;
+    throw py::value_error("kind must be 'evaluation' or 'checkpoint', not '" + kind + "'");
+  }
+
+  // Training, evaluation under no_grad/inference_mode, or a forward of a
+  // module in eval mode with grad on. An error reading either counts as
+  // training (the step stays as it was).
+  gpuutil::ForwardKind forward_kind(py::handle module) {
+    if (!is_grad_enabled_) {
+      try {
+        is_grad_enabled_ = py::module_::import("torch").attr("is_grad_enabled");
+      } catch (const py::error_already_set&) {
+        return gpuutil::ForwardKind::kTraining;
+      }
+    }
+    PyObject* grad = PyObject_CallNoArgs(is_grad_enabled_.ptr());
+    if (grad == nullptr) {
+      PyErr_Clear();
+      return gpuutil::ForwardKind::kTraining;
+    }
+    const bool grad_on = grad == Py_True;
+    Py_DECREF(grad);
+    if (!grad_on) return gpuutil::ForwardKind::kNoGrad;
+    if (!training_name_) training_name_ = py::str("training");
+    PyObject* training = PyObject_GetAttr(module.ptr(), training_name_.ptr());
+    if (training == nullptr) {
+      PyErr_Clear();
+      return gpuutil::ForwardKind::kTraining;
+    }
+    const bool eval_mode = training == Py_False;
+    Py_DECREF(training);
+    return eval_mode ? gpuutil::ForwardKind::kEvalMode : gpuutil::ForwardKind::kTraining;
+  }
+
+  // A number per live optimizer object (a weak reference each: an object
+  // made at a dead one's address gets a new number).
+  uintptr_t optimizer_serial(py::handle optimizer) {
+    for (auto& o : optimizers_) {
+      if (o.ref && referent_is(o.ref, optimizer)) return o.serial;
+    }
+    Optimizer o;
+    o.serial = ++optimizer_serials_;
+    o.name = py::str(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(optimizer.ptr()))).attr("__name__"));
+    PyObject* ref = PyWeakref_NewRef(optimizer.ptr(), nullptr);
+    if (ref == nullptr) {
+      PyErr_Clear();  // not weak-referenceable: known by this number until the table is full
+    } else {
+      o.ref = py::reinterpret_steal<py::object>(ref);
+    }
+    if (optimizers_.size() >= static_cast<size_t>(gpuutil::StepPath::kMaxOptimizers)) optimizers_.erase(optimizers_.begin());
+    optimizers_.push_back(std::move(o));
+    return optimizers_.back().serial;
+  }
+
+  static bool referent_is(const py::object& ref, py::handle obj) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject* target = nullptr;
+    if (PyWeakref_GetRef(ref.ptr(), &target) < 0) PyErr_Clear();
+    const bool same = target == obj.ptr();
+    Py_XDECREF(target);
+    return same;
+#else
+    return PyWeakref_GetObject(ref.ptr()) == obj.ptr();
+#endif
+  }
+
+  // The first optimizer step that did not end a step: say why, in every report from now on.
+  void say_optimizers_per_iteration() {
+    said_ = true;
+    std::string names;
+    for (const auto& o : optimizers_) names += (names.empty() ? "" : ", ") + o.name;
+    const std::string last = optimizers_.empty() ? std::string("?") : optimizers_.back().name;
+    session_.add_standing_diagnostic(
+        gpuutil::Diag::optimizers_per_iteration,
+        std::to_string(path_.optimizers_seen()) + " optimizers step per iteration (" + names +
+            "): from step " + std::to_string(path_.next_step()) + " on, each automatic step ends at " + last +
+            ".step() and holds one iteration; mark steps with prof.step() to choose where they end");
+  }
+
   void due(int64_t now_ns, gpuutil::BoundaryDue d) {
     if (d != gpuutil::BoundaryDue::kNothing && on_due_) on_due_(now_ns, d == gpuutil::BoundaryDue::kReport);
   }
@@ -236,6 +361,16 @@ class PyStepPath {
   int mode_ = kAsk;
   py::object ask_, on_due_;
   int optimizers_running_ = 0;  // open optimizer steps, every thread (the GIL orders the hooks)
+  py::object is_grad_enabled_, training_name_;
+  struct Optimizer {
+    py::object ref;  // a weak reference
+    uintptr_t serial = 0;
+    std::string name;
+  };
+  std::vector<Optimizer> optimizers_;
+  uintptr_t optimizer_serials_ = 0;
+  bool said_ = false;
+  int compiling_ = 0;  // nested compile callbacks (the GIL orders them)
   py::object swap_owner_, swap_name_, swap_inside_, swap_outside_;
   py::list classes_;
   std::unordered_map<PyObject*, uint32_t> module_slots_, optimizer_slots_;
@@ -269,6 +404,20 @@ void bind_step_path(py::module_& m) {
           py::arg("optimizer"), py::arg("args"), py::arg("kwargs"),
           "torch.optim's global step post-hook: the step's range, and the automatic step boundary.")
       .def("in_optimizer", &PyStepPath::in_optimizer, "An optimizer step is running on this thread.")
+      .def("outside_range", &PyStepPath::outside_range, py::arg("kind"), py::arg("start_ns"),
+           "Non-training work [start_ns, now) on the main thread ('checkpoint': torch.save): carved out of the "
+           "automatic step it would open.")
+      .def("mark_outside", &PyStepPath::mark_outside, py::arg("kind"),
+           "A framework's event on the main thread: the work since the previous mark (or the boundary) was kind "
+           "('evaluation', 'checkpoint') and ends now.")
+      .def("finish_auto", &PyStepPath::finish_auto, py::arg("now_ns"),
+           "The profile stops (call it only with automatic steps): the time after the last one is outside steps.")
+      .def_property_readonly("optimizers_per_iteration", &PyStepPath::optimizers_per_iteration,
+                             "Optimizers per iteration when automatic steps hold an iteration each (a GAN); 0 when "
+                             "every optimizer step ends a step.")
+      .def("compile_begin", &PyStepPath::compile_begin, py::arg("example"),
+           "torch.compile starts compiling: steps overlapping until compile_end are warm-ups (compile_warmup).")
+      .def("compile_end", &PyStepPath::compile_end)
       .def("swap_in_optimizer", &PyStepPath::swap_in_optimizer, py::arg("owner"), py::arg("name"),
            py::arg("inside"), py::arg("outside"),
            "While any optimizer step runs (first pre-hook to last post-hook, every thread) owner.name is inside, "

@@ -23,6 +23,9 @@ def render_summary(s: Dict[str, Any]) -> str:
     source = f" (steps from {s['steps_source']})" if s.get("steps_source") else ""
     lines.append(f"{s.get('steps', 0)} steps{source}: {_ms(s.get('steps_wall_ns'))} in steps, "
                  f"{_ms(s.get('outside_steps_ns'))} between them")
+    workload = _table.workload_line(s)
+    if workload:
+        lines.append(workload)
     for d in s.get("devices", []):
         wall = d.get("wall_ns") or 0
         parts = ", ".join(f"{k} {100.0 * v / wall:.1f}%" for k, v in d.get("breakdown_ns", {}).items() if v and wall)
@@ -36,14 +39,11 @@ def render_summary(s: Dict[str, Any]) -> str:
     if s.get("ranks"):
         lines.extend(_table.ranks_lines({"summary": {"ranks": s["ranks"], "cluster": s.get("cluster") or {}},
                                          "findings": s.get("findings", [])}))
+    # The run's findings as `gpuutil analyze` prints a report's (the same
+    # list, in the same order, as analyze and the HTML of the run's JSONL).
     findings = s.get("findings") or []
-    if not findings:
-        lines.append("No finding")
-    for i, f in enumerate(findings, 1):
-        lines.append(f"{i}. {f['title']}")
-        if f.get("evidence"):
-            lines.append(f"   evidence: {f['evidence']}")
-        lines.append(f"   fix: {f['fix']}")
+    lines.extend(_table.top_finding_lines({"summary": {"top_finding": findings[0] if findings else None}}))
+    lines.extend(_table.findings_lines({"findings": findings}))
     for reason in s.get("gpu_collection_off") or []:
         lines.append(f"note: {reason}")
     lost = s.get("sink_write_failed")

@@ -1,19 +1,30 @@
 """One report from many: a live run's ``steps.jsonl`` (one
 ``gpuutil.report/1`` record per step) merged into a single report, so that
-``gpuutil analyze steps.jsonl`` prints the same table as for a trace.
+``gpuutil analyze steps.jsonl`` and ``gpuutil export html steps.jsonl``
+show what ``prof.summary()`` showed for the run.
 
-Steps are concatenated in file order; the summary sums each (rank, device)
-over the steps (wall, breakdown, kernels; culprits merged by name), the
-findings are summed by id (recoverable time and wall; the title and fix of
-the last step that had the finding), and diagnostics are summed by name.
-Cluster records (``gpuutil.cluster/1``) are skipped. Pure functions.
+The run-level parts come from the C++ core, the same code a live session's
+``prof.summary()`` runs (``_core.run_totals_of_reports``: the reports are
+folded into run totals, and the run's findings are the rules of
+docs/findings.md over those totals): the findings (titles in words, the
+run's share, "in N of M steps" in the evidence), the workload (its step
+count is the run's) and the time outside steps (gaps between steps, and
+``torch.compile`` warm-up steps). The last ``gpuutil.cluster/1`` record
+of a distributed leader's file adds the cross-rank view
+(``summary.ranks``/``summary.cluster``) and its straggler findings, ranked
+among the others as ``prof.summary()`` ranks them. Steps are concatenated
+in file order; the summary sums each (rank, device) over the steps (wall,
+breakdown, kernels; culprits merged by name) and diagnostics are summed by
+name. Pure functions.
 """
 
 from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import Any, Dict, List, Tuple
+    from typing import Any, Dict, List, Optional, Tuple
+
+_CLUSTER = "gpuutil.cluster/"
 
 
 def _is_file_of_reports(head: bytes) -> bool:
@@ -23,10 +34,51 @@ def _is_file_of_reports(head: bytes) -> bool:
     return text.startswith("{") and '"schema"' in text[:200] and '"gpuutil.' in text[:300]
 
 
-def merge_reports(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
-    reports = [r for r in reports if str(r.get("schema", "")).startswith("gpuutil.report/")]
+def rank_findings(findings: "List[Dict[str, Any]]", cluster: "List[Dict[str, Any]]") -> "List[Dict[str, Any]]":
+    """The run's findings followed by the cross-rank ones, most recoverable
+    first (a stable sort: equal times keep that order). What
+    ``prof.summary()``, ``gpuutil analyze`` and the HTML report list."""
+    return sorted(list(findings) + list(cluster), key=lambda f: -int(f.get("recoverable_ns") or 0))
+
+
+def run_totals(reports: "List[Dict[str, Any]]") -> "Dict[str, Any]":
+    """The C++ run totals of step reports (``_core.run_totals_of_reports``):
+    the shape of ``Session.run_totals_json`` (findings, workload, outside
+    time)."""
+    import json
+
+    from gpuutil import _core
+
+    return json.loads(_core.run_totals_of_reports([json.dumps(r) for r in reports]))
+
+
+def _latest_cluster(records: "List[Dict[str, Any]]") -> "Optional[Dict[str, Any]]":
+    from gpuutil.integrations.metrics import cluster_view
+
+    for rec in reversed(records):
+        view = cluster_view(rec)
+        if view is not None:
+            return view
+    return None
+
+
+def _with_cluster(report: "Dict[str, Any]", view: "Optional[Dict[str, Any]]") -> "Dict[str, Any]":
+    """`report` with a live leader's cross-rank view (when it has none of its own)."""
+    if view is None or "ranks" in report.get("summary", {}):
+        return report
+    findings = rank_findings(report.get("findings", []), view["findings"])
+    summary = dict(report.get("summary", {}), ranks=view["ranks"], cluster=view["cluster"],
+                   top_finding=findings[0] if findings else None)
+    return dict(report, summary=summary, findings=findings)
+
+
+def merge_reports(records: "List[Dict[str, Any]]") -> "Dict[str, Any]":
+    """One report for a file's records: step reports (one is returned as it
+    is) and, from a distributed leader's file, cluster records."""
+    reports = [r for r in records if str(r.get("schema", "")).startswith("gpuutil.report/")]
+    view = _latest_cluster([r for r in records if str(r.get("schema", "")).startswith(_CLUSTER)])
     if len(reports) == 1:
-        return reports[0]
+        return _with_cluster(reports[0], view)
     first = reports[0]
     steps = [s for r in reports for s in r.get("steps", [])]
     devices: Dict[Tuple[int, int], Dict[str, Any]] = {}
@@ -55,49 +107,33 @@ def merge_reports(reports: List[Dict[str, Any]]) -> Dict[str, Any]:
             cause: [{"name": n, "ns": t[0], "count": t[1]} for n, t in sorted(v.items(), key=lambda x: -x[1][0])[:5]]
             for cause, v in culprits.get(key, {}).items()
         }
-    findings: Dict[str, Dict[str, Any]] = {}
-    worst: Dict[str, Tuple[int, Any, Dict[str, Any]]] = {}  # id -> (recoverable ns, step, finding) of its worst step
-    seen_in: Dict[str, int] = {}
-    wall_total = sum(s.get("wall_ns", 0) for s in steps)
-    for r in reports:
-        step = (r.get("steps") or [{}])[0].get("step")
-        for f in r.get("findings", []):
-            m = findings.setdefault(f["id"], dict(f, recoverable_ns=0))
-            m["recoverable_ns"] += f.get("recoverable_ns", 0)
-            seen_in[f["id"]] = seen_in.get(f["id"], 0) + 1
-            if f["id"] not in worst or f.get("recoverable_ns", 0) > worst[f["id"]][0]:
-                worst[f["id"]] = (f.get("recoverable_ns", 0), step, f)
-    for fid, f in findings.items():
-        # A per-step title quotes that step's numbers; over the run, say how
-        # often it fired and what it costs in all, and quote the worst step.
-        f["share_of_wall"] = f["recoverable_ns"] / wall_total if wall_total else None
-        _, step, w = worst[fid]
-        share = f"{100.0 * f['share_of_wall']:.1f}% of step time recoverable" if wall_total else "recoverable time unknown"
-        f["title"] = f"{fid} in {seen_in[fid]} of {len(reports)} steps: {share}"
-        f["evidence"] = f"worst step {step}: {w.get('title', '')}; {w.get('evidence', '')}".rstrip("; ")
-        if "fix" in w:
-            f["fix"] = w["fix"]
-    ranked = sorted(findings.values(), key=lambda f: -f["recoverable_ns"])
+    totals = run_totals(reports)
+    ranked = rank_findings(totals["findings"], view["findings"] if view else [])
     diags: Dict[str, Dict[str, Any]] = {}
     for r in reports:
         for d in r.get("diagnostics", []):
             m = diags.setdefault(d["name"], dict(d, count=0))
             m["count"] += d.get("count", 0)
     walls = sorted(s.get("wall_ns", 0) for s in steps)
+    wall_total = sum(walls)
     summary = {
         "steps": len(steps),
         "steps_wall_ns": wall_total,
-        "trace_span_ns": (steps[-1]["end_ns"] - steps[0]["start_ns"]) if steps else 0,
-        "outside_steps_ns": max(0, (steps[-1]["end_ns"] - steps[0]["start_ns"]) - wall_total) if steps else 0,
+        "trace_span_ns": wall_total + totals["outside_steps_ns"] - totals.get("outside_steps_breakdown_ns", {}).get(
+            "compile_warmup", 0),
+        "outside_steps_ns": totals["outside_steps_ns"],
         "step_wall_p50_ns": walls[(len(walls) - 1) // 2] if walls else None,
         "devices": list(devices.values()),
         "top_finding": ranked[0] if ranked else None,
     }
+    if view is not None:
+        summary["ranks"] = view["ranks"]
+        summary["cluster"] = view["cluster"]
     return {
         "schema": first.get("schema"),
         "sources": first.get("sources", []),
         "flops_source": first.get("flops_source"),
-        "workload": reports[-1].get("workload", first.get("workload")),
+        "workload": totals.get("workload") or reports[-1].get("workload", first.get("workload")),
         "steps": steps,
         "summary": summary,
         "findings": ranked,

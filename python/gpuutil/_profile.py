@@ -43,7 +43,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence, Union
 
-from gpuutil import _core
+from gpuutil import _core, _merge
 from gpuutil._detail import check_detail
 from gpuutil._buckets import BREAKDOWN_KEYS
 
@@ -145,7 +145,12 @@ class Profile:
         cluster_timeout_s: float = 30.0,
         cluster_leader: int = 0,
         detail: str = "sampled",
+        job_id: Optional[str] = None,
     ) -> None:
+        #: The job's id, the ``job_id`` label of its Prometheus series
+        #: (gpuutil.fleet.identity: the argument, else SLURM_JOB_ID,
+        #: TORCHELASTIC_RUN_ID, the Kubernetes pod, the script's name).
+        self.job_id: str = _job_id(job_id)
         #: "measure" when FLOPs per step are to be measured (by the PyTorch
         #: collector, on one sampled step), else None.
         self.flops_mode: Optional[str] = None
@@ -281,6 +286,7 @@ class Profile:
         self._rearm()
         _live_profiles.add(self)
         _signals.install()
+        self._tell_sinks("on_profile_start")
         return self
 
     def stop(self) -> None:
@@ -296,12 +302,18 @@ class Profile:
         if self._forked:
             return
         with self._reporting():
+            if self.steps_source == "optimizer_step":
+                # Automatic steps end at optimizer steps: what ran after the
+                # last one (a final evaluation, a checkpoint) until now, not
+                # gpuutil's own stop, is outside steps.
+                self._path.finish_auto(_core.now_ns())
             for c in self._collectors:
                 c.stop(self)
             self._path.unreported = False
             self._deliver(self._session.finish(_core.now_ns()))
             self._after_report(final=True)
             self._session.close_output()  # the file is complete: closed now, not when collected
+        self._tell_sinks("on_profile_stop")
         _live_profiles.discard(self)
         if not _live_profiles:
             _signals.uninstall()
@@ -379,9 +391,11 @@ class Profile:
     def auto_step_boundary(self) -> bool:
         """Ends an automatic step now; called by optimizer step hooks.
 
-        Automatic steps are contiguous: each runs from the previous boundary
-        (or the start of the profile) to the end of an ``optimizer.step()``,
-        so the input fetch, forward and backward before it belong to it.
+        Each automatic step runs from the previous boundary (or the start
+        of the profile) to the end of an ``optimizer.step()``, so the input
+        fetch, forward and backward before it belong to it; evaluation and
+        checkpoint writes noted before its training began are left out
+        (time outside steps; the step path decides, gpuutil/step_path.h).
         Does nothing (returns False) once the user marks steps with
         :meth:`step`.
         """
@@ -557,21 +571,31 @@ class Profile:
         """Run totals over every reported step (not only the kept ones)."""
         self.flush()
         totals = json.loads(self._session.run_totals_json())
-        findings = totals["findings"]
         cluster = self.cluster_view()
-        if cluster is not None:
-            findings = sorted(findings + cluster["findings"], key=lambda f: -f.get("recoverable_ns", 0))
+        # The run's findings (C++: the rules over the run's totals), with the
+        # cross-rank ones ranked among them as `gpuutil analyze` of the
+        # run's JSONL ranks them (_merge.rank_findings).
+        findings = _merge.rank_findings(totals["findings"], cluster["findings"] if cluster is not None else [])
         out = {
             "steps": totals["steps"],
             "steps_wall_ns": totals["steps_wall_ns"],
-            "outside_steps_ns": self._session.outside_steps_ns,
+            "outside_steps_ns": totals["outside_steps_ns"],
+            # What the outside time was, where known (automatic steps carve
+            # evaluation and checkpoints out; compile warm-up steps).
+            "outside_steps_breakdown_ns": totals["outside_steps_breakdown_ns"],
             "devices": totals["devices"],
             "findings": findings,
             "top_finding": findings[0] if findings else None,
             "gpu_collection_off": self.gpu_collection_off,
             "steps_source": self.steps_source,
             "host": totals["host"],
+            "workload": totals["workload"],
         }
+        if totals["compile_warmup_steps"]:
+            out["compile_warmup_steps"] = totals["compile_warmup_steps"]
+        if self._path.optimizers_per_iteration:
+            # Several optimizers per iteration (a GAN): one automatic step per iteration.
+            out["optimizers_per_iteration"] = self._path.optimizers_per_iteration
         if cluster is not None:
             out["ranks"] = cluster["ranks"]
             out["cluster"] = cluster["cluster"]
@@ -618,6 +642,14 @@ class Profile:
                               f"{example}", RuntimeWarning, stacklevel=2)
                 self._sink_failure_example = example
             self._sink_failures += 1
+
+    def _tell_sinks(self, hook: str) -> None:
+        """Calls ``hook(self)`` on every sink that has it (a Prometheus
+        exporter learns the job id and when its GPUs are attached)."""
+        for sink in self._on_step:
+            method = getattr(sink, hook, None)
+            if method is not None:
+                self._call_sink(method, self)  # type: ignore[arg-type]
 
     def _emit_cluster(self, record: Dict[str, Any]) -> None:
         """A cluster record to every sink that has ``on_cluster``."""
@@ -821,6 +853,7 @@ def profile(
     cluster_timeout_s: float = 30.0,
     cluster_leader: int = 0,
     detail: str = "sampled",
+    job_id: Optional[str] = None,
 ) -> Profile:
     """Profiles a training loop, step by step.
 
@@ -834,7 +867,10 @@ def profile(
 
     Without ``prof.step()`` calls, steps come automatically from optimizer
     step hooks when the program uses torch (one step per
-    ``optimizer.step()``, contiguous, so each holds its batch fetch);
+    ``optimizer.step()``, each from the previous one, so each holds its
+    batch fetch; evaluation and checkpoints between them, and what runs
+    after the last, are time outside steps, named in
+    ``summary()["outside_steps_breakdown_ns"]``; docs/pytorch.md);
     ``summary()["steps_source"]`` says which was used. In a program that
     imported torch, PyTorch's ranges (DataLoader waits, ``.item()``,
     backward, optimizer) give each report a per-thread host breakdown
@@ -883,6 +919,12 @@ def profile(
             collectives, CUPTI's kernels and launches); each report's
             ``steps[].detail`` says which tier its step had
             (docs/pytorch.md, "Collection tiers").
+        job_id: the ``job_id`` label of the job's Prometheus series
+            (``prof.job_id``); default: ``SLURM_JOB_ID``, else
+            ``TORCHELASTIC_RUN_ID``, else the Kubernetes pod, else the
+            script's name (docs/fleet.md). Sinks with ``on_profile_start``
+            / ``on_profile_stop`` methods are called with the profile when
+            it starts and stops.
 
     Returns a :class:`Profile`; use it as a context manager.
     """
@@ -900,7 +942,14 @@ def profile(
         cluster_timeout_s=cluster_timeout_s,
         cluster_leader=cluster_leader,
         detail=detail,
+        job_id=job_id,
     )
+
+
+def _job_id(explicit: Optional[str]) -> str:
+    from gpuutil.fleet.identity import job_id
+
+    return job_id(explicit)
 
 
 # -- the built-in collectors, tried in this order at start ---------------------

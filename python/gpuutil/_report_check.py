@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from gpuutil._buckets import BREAKDOWN_KEYS, HOST_CATEGORIES
+from gpuutil._buckets import BREAKDOWN_KEYS, HOST_CATEGORIES, OPTIONAL_BUCKETS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +36,9 @@ _INT_OR_NULL = "an integer or null"
 _STR_OR_NULL = "a string or null"
 
 _NAMED_TIME = {"name": _STR, "ns": _INT, "count?": _INT}
-_BREAKDOWN = {k: _INT for k in BREAKDOWN_KEYS}  # every bucket present (readers index them)
+# Every bucket present (readers index them), except those added later, which
+# reports written before them lack (readers default them to 0).
+_BREAKDOWN = {(k + "?" if k in OPTIONAL_BUCKETS else k): _INT for k in BREAKDOWN_KEYS}
 _HOST_BREAKDOWN = {k: _INT for k in HOST_CATEGORIES}
 _CULPRITS = ("dict", ("list", _NAMED_TIME))
 _HOST = {"rank": _INT, "tid?": _INT, "name?": _STR, "wall_ns": _INT, "breakdown_ns": _HOST_BREAKDOWN,
@@ -60,7 +62,7 @@ REPORT = {
     "workload?": {"kind": _STR, "evidence": _STR},
     "steps": ("list", _STEP),
     "summary": {"steps?": _INT, "steps_wall_ns?": _INT, "step_wall_p50_ns?": _INT_OR_NULL, "trace_span_ns": _INT,
-                "outside_steps_ns": _INT,
+                "outside_steps_ns": _INT, "last_step_backlog_ns?": _INT, "last_step_unrecorded_ns?": _INT,
                 "devices": ("list", _DEVICE_SUMMARY), "top_finding?": _FINDING,
                 "host?": ("list", {"rank?": _INT, "wall_ns?": _INT, "breakdown_ns?": _HOST_BREAKDOWN})},
     "findings?": ("list", _FINDING),

@@ -1,7 +1,8 @@
 """Plain-text rendering of a gpuutil.report/1 dict for the terminal.
 
-Used by ``gpuutil analyze`` (cli.py) for its default output: a per-step
-table, a summary block per device, the time outside steps, the cross-rank
+Used by ``gpuutil analyze`` (cli.py) for its default output: the top
+finding, a per-step table (per device; on a host-only run, the main
+training thread's host categories per step), a summary block per device, the time outside steps, the cross-rank
 table when several ranks were analysed (``summary.ranks``: per rank its
 step wall, own time and collective wait, the straggler marked; missing and
 short ranks named), the top finding and the other findings (a straggler's
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from gpuutil._buckets import HOST_CATEGORIES, IDLE_CAUSES
+from gpuutil._buckets import HOST_CATEGORIES, IDLE_CAUSES, OVERHEAD_CAUSES
 _NAME_WIDTH = 60
 
 
@@ -73,7 +74,8 @@ def _device_label(dev: Dict[str, Any], multi_rank: bool) -> str:
 
 
 def _largest_idle(breakdown: Dict[str, int], wall_ns: int) -> str:
-    best = max(IDLE_CAUSES, key=lambda c: breakdown.get("idle_" + c, 0))
+    # The device's own turnaround between queued kernels is never "the" cause.
+    best = max((c for c in IDLE_CAUSES if c not in OVERHEAD_CAUSES), key=lambda c: breakdown.get("idle_" + c, 0))
     ns = breakdown.get("idle_" + best, 0)
     if ns <= 0:
         return "-"
@@ -104,9 +106,32 @@ def step_table(report: Dict[str, Any]) -> List[str]:
                 _ratio_pct(dev["mfu"]),
             ])
     if not rows:
-        n = len(report["steps"])
-        return [f"({n} step{'s' if n != 1 else ''}, no device activity)" if n else "(no steps)"]
+        return host_step_table(report)
     return _grid(headers, rows, left=(1, 7))
+
+
+def host_step_table(report: Dict[str, Any]) -> List[str]:
+    """Host-only runs: one row per step (and rank) for the main training
+    thread, each host category as a share of the step's wall."""
+    from gpuutil.compare import _main_threads
+
+    n = len(report["steps"])
+    rows = []
+    ranks = set()
+    for step in report["steps"]:
+        for h in sorted(_main_threads(step), key=lambda h: h.get("rank", 0)):
+            ranks.add(h.get("rank", 0))
+            wall = h.get("wall_ns") or step.get("wall_ns")
+            b = h.get("breakdown_ns", {})
+            rows.append([str(step["step"]), str(h.get("rank", 0)), _ms(wall),
+                         *(_pct(b.get(c, 0), wall) for c in _HOST_CATEGORIES)])
+    if not rows:
+        return [f"({n} step{'s' if n != 1 else ''}, no device activity or host ranges)" if n else "(no steps)"]
+    head = [f"({n} step{'s' if n != 1 else ''}, no device activity: the main training thread per step)"]
+    headers = ["step", "rank", "wall ms", *(f"{c} %" for c in _HOST_CATEGORIES)]
+    if len(ranks) < 2:  # one rank: no rank column
+        return head + _grid([h for i, h in enumerate(headers) if i != 1], [r[:1] + r[2:] for r in rows])
+    return head + _grid(headers, rows)
 
 
 def _steps_of(report: Dict[str, Any], dev: Dict[str, Any]) -> int:
@@ -145,7 +170,7 @@ def device_summaries(report: Dict[str, Any]) -> List[str]:
         for key, label_ in (("compute", "compute"), ("communication", "communication"), ("memory", "memory")):
             rows.append([label_, _ms(b[key]), _pct(b[key], wall), ""])
         for cause in IDLE_CAUSES:
-            ns = b["idle_" + cause]
+            ns = b.get("idle_" + cause, 0)
             culprits = dev["culprits"].get(cause) or []
             top = ""
             if culprits:
@@ -202,7 +227,16 @@ def outside_steps(report: Dict[str, Any]) -> str:
     span = s["trace_span_ns"]
     pct = _pct(s["outside_steps_ns"], span)
     pct_text = "" if pct == "-" else f" ({pct}%)"
-    return f"Time outside steps: {_ms(s['outside_steps_ns'])} ms of {_ms(span)} ms trace span{pct_text}"
+    line = f"Time outside steps: {_ms(s['outside_steps_ns'])} ms of {_ms(span)} ms trace span{pct_text}"
+    # Not outside steps: the last step's backlog and unrecorded end
+    # (docs/accounting.md, "The last step").
+    notes = []
+    if s.get("last_step_backlog_ns"):
+        notes.append(f"the last step's device backlog ran {_ms(s['last_step_backlog_ns'])} ms past it")
+    if s.get("last_step_unrecorded_ns"):
+        notes.append(f"{_ms(s['last_step_unrecorded_ns'])} ms at the end of the last step recorded nothing and "
+                     "was left out")
+    return line + ("; " + "; ".join(notes) if notes else "")
 
 
 def _ratio(value: Optional[float]) -> str:
@@ -297,6 +331,16 @@ def top_finding(report: Dict[str, Any]) -> str:
     return f"Top finding: {f['title']} \u2014 {f['fix']}"
 
 
+def top_finding_lines(report: Dict[str, Any]) -> List[str]:
+    """The top finding's line, then its evidence and recoverable time (what
+    both `gpuutil analyze` and ``gpuutil.format(prof.summary())`` print)."""
+    lines = [top_finding(report)]
+    f = report["summary"].get("top_finding")
+    if f and f.get("evidence"):
+        lines.append(f"   evidence: {f['evidence']}; recoverable: {recoverable_text(f)}")
+    return lines
+
+
 def diagnostics_lines(report: Dict[str, Any]) -> List[str]:
     lines = []
     for d in report["diagnostics"]:
@@ -307,6 +351,16 @@ def diagnostics_lines(report: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def recoverable_text(f: Dict[str, Any]) -> str:
+    """"12.345 ms (6.2% of step time)", or, for a note that recovers nothing
+    by itself (pageable copies, reserved memory, graph capture), what it is."""
+    ns = f.get("recoverable_ns") or 0
+    if ns <= 0:
+        return "none by itself (a note: its time, if any, is counted in another finding)"
+    share = f.get("share_of_wall")
+    return f"{_ms(ns)} ms" + ("" if share is None else f" ({100.0 * share:.1f}% of step time)")
+
+
 def findings_lines(report: Dict[str, Any]) -> List[str]:
     """Every finding after the top one: title, evidence, recoverable time, fix."""
     lines: List[str] = []
@@ -315,8 +369,9 @@ def findings_lines(report: Dict[str, Any]) -> List[str]:
         if f.get("id") == "straggler" and f.get("rank") is not None:
             host = f" ({f['host']})" if f.get("host") else ""
             lines.append(f"   rank {f['rank']}{host}, cause: {f.get('cause') or '?'}")
-        lines.append(f"   evidence: {f['evidence']}")
-        lines.append(f"   recoverable: {_ms(f['recoverable_ns'])} ms; fix: {f['fix']}")
+        if f.get("evidence"):
+            lines.append(f"   evidence: {f['evidence']}")
+        lines.append(f"   recoverable: {recoverable_text(f)}; fix: {f['fix']}")
     if lines:
         lines.insert(0, "Other findings:")
     return lines
@@ -336,7 +391,7 @@ def render_report(report: Dict[str, Any], finance: Optional[Any] = None) -> str:
     workload = workload_line(report)
     if workload:
         lines.append(workload)
-    lines.append(top_finding(report))
+    lines.extend(top_finding_lines(report))
     lines.append("")
     lines.extend(step_table(report))
     lines.append("")

@@ -5,6 +5,7 @@
                              [-o FILE]
     gpuutil compare BASE CURRENT [--metric M]... [--max-regression PCT] [--json]
     gpuutil export {perfetto,html,prometheus} INPUT... [-o FILE]
+    gpuutil fleet --prometheus URL [--since 7d] [--html FILE] [-o FILE]
     gpuutil --version
 
 ``analyze`` reads PyTorch profiler / Kineto traces (one per rank) and prints
@@ -12,6 +13,8 @@ a per-step table, a per-device summary, the top finding and the non-zero
 diagnostics; ``--json`` prints the gpuutil.report/1 JSON instead.
 ``compare`` is the regression gate (compare.py): it prints a metric diff
 table and exits 1 when a gated metric regressed past the threshold.
+``fleet`` queries a Prometheus server with gpuutil's fleet rules loaded
+(allocation, OEE, cost per unit per job; gpuutil/fleet/, docs/fleet.md).
 ``export`` writes a Perfetto/Chrome trace (from trace files), a
 self-contained HTML report or a Prometheus text exposition (from a report
 JSON, a steps JSONL, or trace files); see docs/exports.md. Exit codes:
@@ -91,6 +94,9 @@ def build_parser(only: "Optional[str]" = None) -> "argparse.ArgumentParser":
     if only == "export":
         _add_export_parser(sub)
         return parser
+    if only == "fleet":
+        _add_fleet_parser(sub)
+        return parser
     a = sub.add_parser(
         "analyze",
         help="analyse PyTorch profiler / Kineto trace files",
@@ -122,6 +128,7 @@ def build_parser(only: "Optional[str]" = None) -> "argparse.ArgumentParser":
     if only is None:
         _add_compare_parser(sub)
         _add_export_parser(sub)
+        _add_fleet_parser(sub)
     return parser
 
 
@@ -188,6 +195,8 @@ def _export(args: "argparse.Namespace") -> int:
                 return _error(str(e), 2)
     except (_api.TraceError, compare.RunError) as e:
         return _error(_trace_error_text(e, paths), 2)
+    except ValueError as e:  # step reports the core cannot fold into run totals (html)
+        return _error(f"cannot read {paths[0]}: {e}", 2)
     return _emit(out, args.output)
 
 
@@ -264,6 +273,50 @@ def _compare(args: "argparse.Namespace") -> int:
     return 1 if any(d.regressed for d in diffs) else 0
 
 
+def _since(text: str) -> str:
+    from gpuutil.fleet.queries import duration_s
+
+    try:
+        duration_s(text)
+    except ValueError as e:
+        raise _type_error(str(e)) from None
+    return text
+
+
+def _add_fleet_parser(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    f = sub.add_parser(
+        "fleet",
+        help="allocation, OEE and cost per unit per job, from a Prometheus server (docs/fleet.md)",
+        description="Query a Prometheus server that scrapes gpuutil's exporters (and dcgm-exporter) with "
+        "deploy/prometheus/gpuutil-rules.yml loaded: a table of the fleet's allocation and, per job, GPU-hours "
+        "held and idle, OEE and its factors, cost per unit and the top idle cause. Exit 2: a bad URL, an "
+        "unreachable server or no data.",
+    )
+    f.add_argument("--prometheus", required=True, metavar="URL", help="the server, e.g. http://prometheus:9090")
+    f.add_argument("--since", type=_since, default="7d", metavar="DURATION",
+                   help="the window, a Prometheus duration ending now (default: 7d)")
+    f.add_argument("--html", default=None, metavar="FILE",
+                   help="also write a self-contained HTML page with plots to FILE")
+    f.add_argument("-o", "--output", default=None, metavar="FILE", help="write the table to FILE instead of stdout")
+
+
+def _fleet(args: "argparse.Namespace") -> int:
+    from gpuutil.fleet import client, report
+
+    try:
+        prom = client.PrometheusClient(args.prometheus)
+        figures = report.collect(prom, args.since, with_series=args.html is not None)
+    except client.FleetError as e:
+        return _error(str(e), 2)
+    if args.html is not None:
+        from gpuutil.fleet import html as fleet_html
+
+        code = _emit(fleet_html.render_html(figures), args.html)
+        if code:
+            return code
+    return _emit(report.render_text(figures), args.output)
+
+
 def _emit(out: str, path: Optional[str]) -> int:
     """Writes `out` to `path` (or stdout); the exit code."""
     if path:
@@ -323,9 +376,11 @@ def _own_reports(paths: List[str]) -> Optional[Dict[str, Any]]:
 
     notes: List[str] = []
     try:
-        merged = _merge.merge_reports(_run_file.read_reports(paths[0], notes=notes))
+        merged = _merge.merge_reports(_run_file.read_reports(paths[0], cluster_records=True, notes=notes))
     except _run_file.RunError as e:
         raise _OwnReportsError(str(e)) from None
+    except ValueError as e:  # a report the core cannot fold (run totals)
+        raise _OwnReportsError(f"cannot read {paths[0]}: {e}") from None
     _warn(notes)
     return merged
 
@@ -382,9 +437,14 @@ def _analyze(args: "argparse.Namespace") -> int:
     if own is not None:  # gpuutil's own reports: shown as they are (nothing to re-analyse)
         import json
 
+        from gpuutil.finance import FinanceInputs, finance_figures
+
+        own_finance = FinanceInputs(args.usd_per_gpu_hour, args.samples_per_step, args.tokens_per_step, args.quality)
         if as_json:
+            if own_finance.any():  # as for traces: the figures the table prints
+                own = dict(own, finance=finance_figures(own, own_finance))
             return _emit(json.dumps(own, indent=args.indent) + "\n", args.output)
-        return _emit(render_report(own), args.output)
+        return _emit(render_report(own, own_finance if own_finance.any() else None), args.output)
     tty = _progress(paths)
     try:
         text = _api.analyze_json(
@@ -515,7 +575,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     raw = sys.argv[1:] if argv is None else argv
     args = _fast_analyze_args(raw)
     if args is None:
-        command = raw[0] if raw and raw[0] in ("analyze", "compare", "export") else None
+        command = raw[0] if raw and raw[0] in ("analyze", "compare", "export", "fleet") else None
         args = build_parser(command).parse_args(argv)
     try:
         if args.command == "analyze":
@@ -524,6 +584,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             return _compare(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "fleet":
+            return _fleet(args)
     except BrokenPipeError:
         # `gpuutil analyze t.json.gz | head`: stop quietly.
         try:

@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-from gpuutil._buckets import IDLE_CAUSES
+from gpuutil._buckets import IDLE_CAUSES, OPTIONAL_BUCKETS
 from gpuutil._run_file import RunError, load_run
 
 __all__ = ["METRICS", "DEFAULT_GATED", "MetricDiff", "RunError", "load_run", "run_metrics", "diff_metrics",
@@ -105,6 +105,7 @@ def run_metrics(reports: Iterable[Dict[str, Any]]) -> Dict[str, Optional[float]]
     seen_steps = set()
     wall = 0.0
     sums = {k: 0.0 for k in ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))}
+    optional_seen = set()  # buckets newer than some reports: undefined when no entry has them
     busy = 0.0
     flops = 0.0
     peak_time = 0.0  # sum(wall_s * peak) over entries with flops and peak
@@ -127,6 +128,7 @@ def run_metrics(reports: Iterable[Dict[str, Any]]) -> Dict[str, Optional[float]]
                 b = d.get("breakdown_ns", {})
                 for k in sums:
                     sums[k] += float(b.get(k, 0))
+                optional_seen.update(k for k in OPTIONAL_BUCKETS if k in b)
                 busy += float(d.get("busy_ns", 0))
                 if d.get("flops") is not None and d.get("peak_flops_per_s"):
                     flops += float(d["flops"])
@@ -150,7 +152,8 @@ def run_metrics(reports: Iterable[Dict[str, Any]]) -> Dict[str, Optional[float]]
         out["memory_pct"] = 100.0 * sums["memory"] / wall
         out["idle_pct"] = 100.0 * sum(sums["idle_" + c] for c in IDLE_CAUSES) / wall
         for c in IDLE_CAUSES:
-            out[f"idle_{c}_pct"] = 100.0 * sums["idle_" + c] / wall
+            if "idle_" + c not in OPTIONAL_BUCKETS or "idle_" + c in optional_seen:
+                out[f"idle_{c}_pct"] = 100.0 * sums["idle_" + c] / wall
     if host_shares["dataloader"]:
         # The median step, so that warm-up steps (compilation, first batches)
         # do not move a CI gate.

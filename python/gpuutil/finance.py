@@ -9,11 +9,17 @@ report:
 - effective cost per unit: cost / (steps x units per step), where units
   per step counts the whole job's samples or tokens in one step (global
   batch);
-- OEE = availability x performance x quality, where availability is the
-  busy share of GPU time, performance the achieved FLOP/s while busy over
-  peak (MFU / availability; falls back to estimated SM efficiency /
-  availability, labelled, when FLOPs are unknown), quality the user's
-  fraction of useful output (1.0 when not supplied, and said so).
+- OEE = availability x performance x quality, with the utilisation
+  playbook's definitions as gpuutil can see them in one run (the same as
+  the Prometheus rules, deploy/prometheus/gpuutil-rules.yml, docs/fleet.md):
+  availability is the share of the GPU time the run held (its steps and
+  the time outside them: start-up, evaluation, checkpoints) that was spent
+  in training steps; performance is MFU in those steps (achieved FLOP/s
+  over peak; falls back to estimated SM efficiency, labelled, when FLOPs
+  are unknown), so availability x performance is MFU over the time held;
+  quality is the user's fraction of useful output (1.0 when not supplied,
+  and said so). GPU time no job holds is the fleet's availability loss
+  (allocation), seen only by ``gpuutil fleet``.
 
 Pure function of the report dict.
 """
@@ -57,7 +63,10 @@ def finance_figures(report: Dict[str, Any], inputs: FinanceInputs) -> Dict[str, 
             out["cost_per_sample_usd"] = out["cost_usd"] / (steps * inputs.samples_per_step)
         if inputs.tokens_per_step and steps:
             out["cost_per_million_tokens_usd"] = out["cost_usd"] / (steps * inputs.tokens_per_step) * 1e6
-    availability = (busy_ns / gpu_ns) if gpu_ns else None
+    summary = report.get("summary", {})
+    steps_wall_ns = int(summary.get("steps_wall_ns", 0))
+    held_ns = steps_wall_ns + int(summary.get("outside_steps_ns", 0))
+    availability = (steps_wall_ns / held_ns) if (held_ns and gpu_ns) else None
     weighted = [(d.get("mfu"), int(d.get("wall_ns", 0))) for d in devs]
     perf_source = None
     overall = None
@@ -69,7 +78,7 @@ def finance_figures(report: Dict[str, Any], inputs: FinanceInputs) -> Dict[str, 
         if sm and all(s is not None for s, _ in sm) and gpu_ns:
             overall = sum(s * w for s, w in sm) / gpu_ns
             perf_source = "SM efficiency est"
-    performance = (overall / availability) if (overall is not None and availability) else None
+    performance = overall
     quality = inputs.quality if inputs.quality is not None else 1.0
     out.update({"availability": availability, "performance": performance, "performance_source": perf_source,
                 "quality": quality, "quality_supplied": inputs.quality is not None,
@@ -95,8 +104,8 @@ def finance_lines(report: Dict[str, Any], inputs: FinanceInputs) -> List[str]:
         lines.append(f"  effective cost per 1M tokens ${f['cost_per_million_tokens_usd']:.6g}")
     if f["oee"] is not None:
         q = f"{f['quality']:.3g}" + ("" if f["quality_supplied"] else " (not supplied; assumed)")
-        lines.append(f"  OEE {100 * f['oee']:.1f}% = availability {100 * f['availability']:.1f}% x performance "
-                     f"{100 * f['performance']:.1f}% ({f['performance_source']} while busy) x quality {q}")
+        lines.append(f"  OEE {100 * f['oee']:.1f}% = availability {100 * f['availability']:.1f}% (time held in steps) x "
+                     f"performance {100 * f['performance']:.1f}% ({f['performance_source']} in steps) x quality {q}")
     else:
         lines.append("  OEE - (needs MFU: pass --flops-per-step, or a trace with launch configs)")
     return lines

@@ -1,27 +1,40 @@
 // The live GPU path against a fake CUPTI that behaves like the real one
-// (tests/fake_cupti): the thread id CUPTI records, device records that
-// arrive only once the device finished, withheld buffers, driver-API
-// launches, CUDA graphs and stream capture, another CUPTI client taking
-// over, CUPTI's clock and version numbering. Each test pins a behaviour a
-// real training job depends on and that the collector once got wrong.
+// (tests/fake_cupti), under every cell of the fake's matrix that CI runs
+// (fake_cupti_matrix.h: each behaviour the CUPTI headers leave open is a
+// setting): the thread id CUPTI records, device records that arrive only
+// once the device finished, withheld buffers, a never-idle pipelined loop,
+// driver-API launches, CUDA graphs and stream capture, calls that never
+// yield a device record, another CUPTI client taking over, CUPTI's clock
+// and version numbering. Each test pins a behaviour a real training job
+// depends on and that the collector once got wrong, or still gets wrong
+// under some cell: those cells are skipped with "issue 27: <why>" until
+// the collector is fixed (docs/live-collection.md, "The fake's matrix").
+//
+// GPUUTIL_FAKE_CUPTI_CELLS=full runs every cell (the longer run).
 #include <gtest/gtest.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <functional>
 #include <optional>
 #include <thread>
 
 #include "collectors/torch/hook_drain.h"
 #include "fake_cupti_client.h"
+#include "fake_cupti_matrix.h"
 #include "gpuutil/clock.h"
 #include "gpuutil/profiler.h"
 #include "gpuutil/thread_key.h"
 #include "hook_ring.h"
+#include "matrix_cell.h"
 
 namespace gpuutil {
 namespace {
 
+using testing::cell_name;
 using testing::FakeCupti;
+using testing::kIssue27UnsealedBuffer;
+using testing::MatrixTest;
 
 constexpr int64_t kMs = 1'000'000;
 
@@ -42,27 +55,11 @@ void sleep_until(int64_t t_ns) {
   }
 }
 
-// One cudaLaunchKernel from the calling thread at explicit session times:
-// API [t, t + 5 us), kernel [start, end) on `stream`.
+// One cudaLaunchKernel at explicit session times: API [t, t + 5 us), kernel
+// [start, end) on `stream`.
 uint32_t launch_at(FakeCupti& fake, const char* name, uint32_t stream, int64_t t, int64_t start, int64_t end,
                    uint32_t cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, uint32_t graph_id = 0) {
-  fake_cupti_work w{};
-  w.kind = FAKE_CUPTI_KERNEL;
-  w.name = name;
-  w.stream = stream;
-  w.start_ns = start;
-  w.end_ns = end;
-  w.grid[0] = 132;
-  w.block[0] = 256;
-  w.graph_id = graph_id;
-  fake_cupti_call c{};
-  c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
-  c.cbid = cbid;
-  c.start_ns = t;
-  c.end_ns = t + 5000;
-  c.work = &w;
-  c.n_work = 1;
-  return fake.call(&c);
+  return fake.call_at(cbid, FAKE_CUPTI_KERNEL, name, stream, t, start, end, graph_id);
 }
 
 // Reports whatever is complete now.
@@ -71,13 +68,34 @@ std::vector<StepOutput> collect(Session& s, LiveCollector& live) {
   return s.collect();
 }
 
+// Collects until `n` reports came out or `ms` passed.
+std::vector<StepOutput> collect_for(Session& s, LiveCollector& live, size_t n, int ms) {
+  std::vector<StepOutput> out;
+  for (int i = 0; i < ms / 2 && out.size() < n; ++i) {
+    usleep(2'000);
+    for (auto& o : collect(s, live)) out.push_back(std::move(o));
+  }
+  return out;
+}
+
+uint64_t count(const std::vector<StepOutput>& out, Diag d) {
+  uint64_t n = 0;
+  for (const auto& o : out) n += o.report.diagnostics.count(d);
+  return n;
+}
+
+// The cell a test runs under, chosen for the test's whole length.
+class Faithful : public MatrixTest {};
+
+INSTANTIATE_TEST_SUITE_P(Matrix, Faithful, ::testing::ValuesIn(fake_matrix::cells_for_run()), cell_name);
+
 // ---- thread identity ----
 
 struct TestHookTag {};
 using TestRings = gpuutil_hook::RingSet<TestHookTag>;
 const GpuutilHookApi kTestHookApi = {GPUUTIL_HOOK_API_VERSION, &TestRings::drain_into};
 
-TEST(CuptiFaithful, DataloaderRangeFromTheTorchHookPathAndALaunchFromTheSameThreadLandOnOneSessionThread) {
+TEST_P(Faithful, DataloaderRangeFromTheTorchHookPathAndALaunchFromTheSameThreadLandOnOneSessionThread) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   Session session(SessionOptions{});
@@ -110,7 +128,7 @@ TEST(CuptiFaithful, DataloaderRangeFromTheTorchHookPathAndALaunchFromTheSameThre
   EXPECT_LT(idle(d, IdleCause::kHost), 10 * kMs);
 }
 
-TEST(CuptiFaithful, ThreadsAreJoinedByOsTidWhenAnotherToolSwitchedCuptiToOsThreadIds) {
+TEST_P(Faithful, ThreadsAreJoinedByOsTidWhenAnotherToolSwitchedCuptiToOsThreadIds) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   auto set_type = fake.driver<CUptiResult (*)(CUpti_ActivityThreadIdType)>("cuptiSetThreadIdType");
@@ -143,8 +161,6 @@ TEST(CuptiFaithful, ThreadsAreJoinedByOsTidWhenAnotherToolSwitchedCuptiToOsThrea
 
 // ---- completeness: device records arrive once the device finished ----
 
-class PipelinedLoop : public ::testing::TestWithParam<int> {};
-
 // The host runs ahead: each 10 ms step launches its kernel 1 ms before the
 // step ends, and the kernel runs 6 ms, into the next step. Nobody syncs.
 //
@@ -156,11 +172,9 @@ class PipelinedLoop : public ::testing::TestWithParam<int> {};
 // launch time then rightly finds the step complete without it. Such a run
 // is discarded and the scenario played again (up to 5 times, then skipped
 // with the reason); it fails only on a causal run.
-std::optional<std::vector<StepOutput>> play_pipelined_loop(int device_records) {
+std::optional<std::vector<StepOutput>> play_pipelined_loop() {
   FakeCupti& fake = FakeCupti::get();
-  fake_cupti_config cfg{};
-  cfg.device_records = device_records;
-  fake.reset(&cfg);
+  fake.reset(nullptr);
   Session session(SessionOptions{});
   LiveCollector live(session, pool());
   EXPECT_EQ(live.start(), "");
@@ -184,33 +198,94 @@ std::optional<std::vector<StepOutput>> play_pipelined_loop(int device_records) {
   return out;
 }
 
-TEST_P(PipelinedLoop, ReportsEveryKernelInTheStepsItRunsIn) {
+TEST_P(Faithful, APipelinedLoopReportsEveryKernelInTheStepsItRunsIn) {
   std::optional<std::vector<StepOutput>> played;
-  for (int attempt = 0; attempt < 5 && !played; ++attempt) played = play_pipelined_loop(GetParam());
+  for (int attempt = 0; attempt < 5 && !played; ++attempt) played = play_pipelined_loop();
   if (!played) GTEST_SKIP() << "5 runs in a row launched past their planted step end (machine too loaded)";
   const std::vector<StepOutput>& out = *played;
   const int steps = 8;
+  const int64_t skew = cell().skew_ns;  // the kernels appear this much earlier
   ASSERT_EQ(out.size(), size_t(steps));
   for (int n = 0; n < steps; ++n) {
     const auto& r = out[size_t(n)].report;
     ASSERT_EQ(r.steps[0].step, n);
     const DeviceStepReport& d = r.steps[0].devices.at(0);
     // Its own kernel's first 1 ms - 10 us, and the previous kernel's last 5 ms + 10 us.
-    EXPECT_EQ(d.breakdown.compute_ns, n == 0 ? kMs - 10'000 : 6 * kMs) << "step " << n;
+    EXPECT_EQ(d.breakdown.compute_ns, n == 0 ? kMs - 10'000 + skew : 6 * kMs) << "step " << n;
     EXPECT_EQ(d.kernels, 1u) << "step " << n << ": kernels starting in it";
     EXPECT_EQ(r.diagnostics.count(Diag::cupti_records_late), 0u);
     EXPECT_EQ(r.diagnostics.count(Diag::cupti_completion_timeout), 0u);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(DeviceRecordPlacement, PipelinedLoop,
-                         ::testing::Values(FAKE_CUPTI_DEVICE_RECORDS_IN_THREAD_BUFFER,
-                                           FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER),
-                         [](const ::testing::TestParamInfo<int>& p) {
-                           return p.param == 0 ? "ThreadBuffers" : "DeviceBuffers";
-                         });
+// The issue's headline (issue 27): a training loop that never lets the GPU
+// idle. The host runs ahead of the GPU (it keeps 25 ms of work queued),
+// launches two 5 ms kernels per 10 ms step and never syncs, so the
+// device is busy for every nanosecond of every step after the first launch:
+// each step's compute must equal its wall (within 2%), under both sealing
+// behaviours, both device-record placements and both buffer placements.
+// The collector's completion bound is scaled down to 100 ms (the issue's own
+// reproduction), so a 0.4 s loop shows what the 2 s bound does to a long run.
+class NeverIdle : public Faithful {};
 
-TEST(CuptiFaithful, LateRecordsAreCountedNeverSilentlyPruned) {
+std::vector<fake_cupti_matrix> never_idle_cells() {
+  if (std::getenv("GPUUTIL_FAKE_CUPTI_CELLS") != nullptr) return fake_matrix::cells_for_run();
+  std::vector<fake_cupti_matrix> out;
+  for (const char* seal : {"seal=1", "seal=0"})
+    for (const char* records : {"records=thread", "records=device"})
+      for (const char* buffers : {"buffers=thread", "buffers=global"})
+        out.push_back(fake_matrix::cell(std::string(seal) + "," + records + "," + buffers));
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, NeverIdle, ::testing::ValuesIn(never_idle_cells()), cell_name);
+
+TEST_P(NeverIdle, ALoopThatNeverLetsTheGpuIdleReportsComputeEqualToWallInEveryStep) {
+  if (cell().keep_appending && reserved_in_writing_buffer()) ISSUE27_SKIP(kIssue27UnsealedBuffer);
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveOptions options = pool();
+  options.cupti_completion_wait_ms = 100;
+  LiveCollector live(session, options);
+  ASSERT_EQ(live.start(), "");
+  const int steps = 40;
+  std::vector<StepOutput> out;
+  int64_t begin = session_now_ns();
+  int64_t queued_until = begin;  // when the GPU runs out of work
+  for (int n = 0; n < steps; ++n) {
+    session.begin_step(n, begin);
+    // Keep the GPU 25 ms ahead whatever the host's own pace (a loaded
+    // machine oversleeps): two 5 ms kernels in a steady step.
+    while (queued_until < session_now_ns() + 25 * kMs) {
+      fake.launch("gemm", 7, 5 * kMs, 5000);
+      queued_until = std::max(queued_until, session_now_ns() + 5000) + 5 * kMs;
+    }
+    sleep_until(begin + 10 * kMs);
+    const int64_t end = session_now_ns();
+    session.end_step(end);
+    begin = end;
+    for (auto& o : collect(session, live)) out.push_back(std::move(o));
+  }
+  live.stop();
+  for (auto& o : session.finish(session_now_ns())) out.push_back(std::move(o));
+  ASSERT_EQ(out.size(), size_t(steps));
+  int idle_steps = 0;
+  std::string which;
+  for (const auto& o : out) {
+    const StepReport& s = o.report.steps[0];
+    const int64_t compute = s.devices.empty() ? 0 : s.devices[0].breakdown.compute_ns;
+    if (double(compute) >= 0.98 * double(s.wall_ns)) continue;
+    ++idle_steps;
+    which += " " + std::to_string(s.step) + ":" + std::to_string(compute / 1000) + "us";
+  }
+  EXPECT_EQ(idle_steps, 0) << "of " << steps << " steps on a GPU that never idled, these had under 98% compute "
+                           << "(step:compute of a ~10 ms wall):" << which;
+  EXPECT_EQ(count(out, Diag::cupti_records_late), 0u);
+  EXPECT_EQ(count(out, Diag::cupti_completion_timeout), 0u);
+}
+
+TEST_P(Faithful, LateRecordsAreCountedNeverSilentlyPruned) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   Session session(SessionOptions{});
@@ -240,10 +315,10 @@ TEST(CuptiFaithful, LateRecordsAreCountedNeverSilentlyPruned) {
   EXPECT_GE(rest[0].report.diagnostics.count(Diag::cupti_records_late), 1u)
       << "the kernel and its launch arrived after step 0 was reported";
   // It still counts where it can: step 1, which it overlaps.
-  EXPECT_EQ(rest[0].report.steps[0].devices.at(0).breakdown.compute_ns, 195 * kMs);
+  EXPECT_EQ(rest[0].report.steps[0].devices.at(0).breakdown.compute_ns, 195 * kMs - cell().skew_ns);
 }
 
-TEST(CuptiFaithful, StopWaitsForRunningWorkSoNothingArrivesUnfinished) {
+TEST_P(Faithful, StopWaitsForRunningWorkSoNothingArrivesUnfinished) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   Session session(SessionOptions{});
@@ -263,7 +338,7 @@ TEST(CuptiFaithful, StopWaitsForRunningWorkSoNothingArrivesUnfinished) {
 
 // ---- driver API, graphs, capture ----
 
-TEST(CuptiFaithful, DriverApiLaunchIsMatchedToItsKernel) {
+TEST_P(Faithful, DriverApiLaunchIsMatchedToItsKernel) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   auto load = fake.driver<CUresult (*)(CUmodule*, const void*)>("cuModuleLoadData");
@@ -292,9 +367,10 @@ TEST(CuptiFaithful, DriverApiLaunchIsMatchedToItsKernel) {
   EXPECT_GT(live.counters().driver_cbids, 0u);
 }
 
-TEST(CuptiFaithful, AGraphLaunchIsCompleteOnlyOnceLaterWorkOnItsStreamArrived) {
-  // Device records written at completion: the graph's first nodes arrive
-  // while its last node, inside the step, still runs.
+TEST_P(Faithful, AGraphLaunchIsCompleteOnlyOnceLaterWorkOnItsStreamArrived) {
+  // Device records written at completion (whatever the cell says): the
+  // graph's first nodes arrive while its last node, inside the step, still
+  // runs.
   FakeCupti& fake = FakeCupti::get();
   fake_cupti_config cfg{};
   cfg.device_records = FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER;
@@ -342,13 +418,14 @@ TEST(CuptiFaithful, AGraphLaunchIsCompleteOnlyOnceLaterWorkOnItsStreamArrived) {
   ASSERT_EQ(out.size(), 1u);
   const DeviceStepReport& d = out[0].report.steps[0].devices.at(0);
   EXPECT_EQ(d.kernels, 3u);
-  EXPECT_EQ(d.breakdown.compute_ns, 9 * kMs + 9 * kMs + 4 * kMs);  // [1,10) [11,20) [21,25)
+  // [1,10) [11,20) [21,25), each moved earlier by the cell's skew.
+  EXPECT_EQ(d.breakdown.compute_ns, 9 * kMs + 9 * kMs + 4 * kMs + cell().skew_ns);
   EXPECT_EQ(out[0].report.diagnostics.count(Diag::cupti_completion_timeout), 0u);
   session.end_step(session_now_ns());
   live.stop();
 }
 
-TEST(CuptiFaithful, LaunchesDuringStreamCaptureNeverHoldReportsBack) {
+TEST_P(Faithful, LaunchesDuringStreamCaptureNeverHoldReportsBack) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   Session session(SessionOptions{});
@@ -378,20 +455,170 @@ TEST(CuptiFaithful, LaunchesDuringStreamCaptureNeverHoldReportsBack) {
   api(CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000, 0, 0);
   usleep(2'000);
   session.end_step(session_now_ns());
-  std::vector<StepOutput> out;
   const int64_t asked = session_now_ns();
-  for (int i = 0; i < 200 && out.empty(); ++i) {
-    usleep(2'000);
-    out = collect(session, live);
-  }
+  const auto out = collect_for(session, live, 1, 400);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_LT(session_now_ns() - asked, 1000 * kMs) << "reported without waiting for kernels that never run";
   live.stop();
 }
 
+// ---- calls that never yield a device record hold nothing ----
+
+// A step with one ordinary kernel and one call that will never have a
+// device record (`odd`): the step must be reported as soon as the kernel's
+// records are in, not once the completion bound (2 s) ran out, and no
+// timeout is counted. Returns the step's report.
+std::optional<StepOutput> step_with(const std::function<void(FakeCupti&, int64_t)>& odd) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  EXPECT_EQ(live.start(), "");
+  const int64_t t0 = session_now_ns();
+  session.begin_step(0, t0);
+  launch_at(fake, "gemm", 7, t0, t0 + 10'000, t0 + kMs);
+  odd(fake, t0 + 20'000);
+  sleep_until(t0 + 3 * kMs);
+  session.end_step(session_now_ns());
+  session.begin_step(1, session_now_ns());
+  auto out = collect_for(session, live, 1, 500);
+  session.end_step(session_now_ns());
+  live.stop();
+  session.finish(session_now_ns());
+  if (out.empty()) return std::nullopt;
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::cupti_completion_timeout), 0u);
+  return std::move(out[0]);
+}
+
+TEST_P(Faithful, AFailedLaunchHoldsNothing) {
+  ISSUE27_SKIP("issue 27: CUpti_ActivityAPI::returnValue is not checked (record_decoder.cpp:181 enqueues every "
+               "call whose role expects a record), so a failed launch waits the whole completion bound (2 s) for a "
+               "kernel that never runs and counts cupti_completion_timeout; fixed by the smaller fixes");
+  const auto out = step_with([](FakeCupti& fake, int64_t t) {
+    fake_cupti_work w{};
+    w.kind = FAKE_CUPTI_KERNEL;
+    w.name = "bad_config";
+    w.stream = 7;
+    w.duration_ns = kMs;
+    fake_cupti_call c{};
+    c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+    c.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+    c.start_ns = t;
+    c.end_ns = t + 5000;
+    c.work = &w;
+    c.n_work = 1;
+    fake.call_failed(&c, 9);  // cudaErrorInvalidConfiguration: an API record, no kernel
+  });
+  ASSERT_TRUE(out) << "the step waited for a kernel that a failed launch never ran";
+  EXPECT_EQ(out->report.steps[0].devices.at(0).kernels, 1u);
+}
+
+TEST_P(Faithful, AZeroByteCopyHoldsNothing) {
+  ISSUE27_SKIP("issue 27: a zero-byte cudaMemcpyAsync enqueues nothing, but record_decoder.cpp:181 tracks it as a "
+               "copy awaiting its record, which never comes: the step waits the completion bound (2 s) and counts "
+               "cupti_completion_timeout; fixed by the smaller fixes (the callback API gives the byte count)");
+  const auto out = step_with([](FakeCupti& fake, int64_t t) {
+    // cudaMemcpyAsync of 0 bytes: CUDA returns at once and enqueues nothing.
+    fake.call_at(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, FAKE_CUPTI_MEMCPY, nullptr, 7, t, 0, 0);
+  });
+  ASSERT_TRUE(out) << "the step waited for a copy record that a zero-byte copy never produces";
+}
+
+TEST_P(Faithful, APeerCopyIsCountedAndHoldsNothing) {
+  ISSUE27_SKIP("issue 27: CUPTI_ACTIVITY_KIND_MEMCPY2 is not enabled (cupti_collector.cpp:167-169) nor decoded "
+               "(record_decoder.cpp:115-201), so a peer copy has no record: its launch waits the completion bound "
+               "(2 s), counts cupti_completion_timeout, and the copy is missing; fixed by the smaller fixes");
+  const auto out = step_with([](FakeCupti& fake, int64_t t) {
+    // A MEMCPY2 record, which arrives only if that kind is enabled.
+    fake.call_at(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000, FAKE_CUPTI_MEMCPY_PEER, "peer", 9, t, t + 10'000,
+                 t + 500'000);
+  });
+  ASSERT_TRUE(out) << "the step waited for a peer copy's record (MEMCPY2 not enabled)";
+  EXPECT_EQ(out->report.steps[0].devices.at(0).memcpys, 1u);
+}
+
+TEST_P(Faithful, ASyncOnOneDeviceCompletesOnlyThatDevicesLaunches) {
+  // Device 1 runs a 150 ms kernel; device 0 a short one, then the host syncs
+  // device 0 only. Step 0 must wait for device 1's record, not be reported
+  // without it.
+  if (!reserved_in_writing_buffer()) {
+    ISSUE27_SKIP("issue 27: a device-wide sync of device 0 completes the waiting launches of every device "
+                 "(record_decoder.cpp:184-186 -> LaunchTracker::on_device_sync/on_flush_drained, "
+                 "launch_tracker.cpp:114-121); with device records written at completion no held buffer covers "
+                 "device 1's running kernel, so step 0 is reported without it and the record counts as late; "
+                 "fixed by the smaller fixes");
+  }
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  const int64_t t0 = session_now_ns();
+  session.begin_step(0, t0);
+  fake.call_at(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, FAKE_CUPTI_KERNEL, "long_on_1", 7, t0, t0 + 10'000,
+               t0 + 150 * kMs, 0, /*device=*/1);
+  launch_at(fake, "short_on_0", 7, t0 + 10'000, t0 + 20'000, t0 + kMs);
+  fake_cupti_call sync{};
+  sync.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  sync.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020;
+  sync.api_ns = 1000;
+  sync.sync = FAKE_CUPTI_SYNC_DEVICE;
+  sync.sync_device = 0;
+  fake.call(&sync);
+  const int64_t end = session_now_ns();
+  session.end_step(end);
+  session.begin_step(1, end);
+  auto out = collect_for(session, live, 1, 1000);
+  sleep_until(t0 + 160 * kMs);
+  session.end_step(session_now_ns());
+  live.stop();
+  for (auto& o : session.finish(session_now_ns())) out.push_back(std::move(o));
+  ASSERT_EQ(out.size(), 2u);
+  const StepReport& s0 = out[0].report.steps[0];
+  bool device1 = false;
+  for (const auto& d : s0.devices) device1 = device1 || (d.device == 1 && d.kernels == 1);
+  EXPECT_TRUE(device1) << "step 0 was reported without device 1's kernel: " << out[0].json.substr(0, 1500);
+  EXPECT_EQ(count(out, Diag::cupti_records_late), 0u);
+}
+
 // ---- another CUPTI client (torch.profiler / Kineto) ----
 
-TEST(CuptiFaithful, TorchProfilerStartingDuringAProfileGetsEveryKernelAndGpuutilResumesAfter) {
+// The CI cells, and the default cell with each way Kineto can behave as a
+// second client (fake_cupti.h, FAKE_CUPTI_CLIENT_*).
+class Coexistence : public Faithful {
+ protected:
+  bool client(int flag) const { return (cell().second_client & flag) != 0; }
+};
+
+std::vector<fake_cupti_matrix> coexistence_cells() {
+  std::vector<fake_cupti_matrix> out = fake_matrix::cells_for_run();
+  for (const char* c : {"client=teardown", "client=per_thread_reset", "client=other_thread", "client=own_clock"}) {
+    out.push_back(fake_matrix::cell(c));
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, Coexistence, ::testing::ValuesIn(coexistence_cells()), cell_name);
+
+// Whether a step's report shows its one kernel, or says GPU collection was
+// off or taken over (never zero activity as if it were a measurement).
+::testing::AssertionResult kernel_or_collection_off(const StepOutput& o) {
+  const auto& devices = o.report.steps[0].devices;
+  if (!devices.empty() && devices[0].kernels == 1) return ::testing::AssertionSuccess();
+  for (const char* said : {"gpu_collection_off", "gpu_collection_suspended", "cupti_taken_over"}) {
+    if (o.json.find(said) != std::string::npos) return ::testing::AssertionSuccess();
+  }
+  return ::testing::AssertionFailure() << "step " << o.report.steps[0].step
+                                       << " reports no kernel and no reason: " << o.json.substr(0, 1500);
+}
+
+constexpr const char* kIssue27Teardown =
+    "issue 27: with TEARDOWN_CUPTI=1 Kineto calls cuptiFinalize after gpuutil resumed; that drops gpuutil's kinds, "
+    "callbacks and held buffers, nothing notices (no cupti_taken_over), and the next steps report zero GPU activity "
+    "with no diagnostic; fixed by the coexistence work";
+
+TEST_P(Coexistence, TorchProfilerStartingDuringAProfileGetsEveryKernelAndGpuutilResumesAfter) {
+  if (client(FAKE_CUPTI_CLIENT_TEARDOWN)) ISSUE27_SKIP(kIssue27Teardown);
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   Session session(SessionOptions{});
@@ -412,6 +639,8 @@ TEST(CuptiFaithful, TorchProfilerStartingDuringAProfileGetsEveryKernelAndGpuutil
   step(1, 3, [] {});
   const fake_cupti_client_stats theirs = fake.second_client_stop();
   ASSERT_EQ(live.resume(), "");
+  // Kineto's cuptiFinalize (TEARDOWN_CUPTI=1) comes after gpuutil resumed.
+  fake.driver<void (*)()>("fake_cupti_wait")();
   step(2, 1, [] {});
   live.stop();
   EXPECT_EQ(theirs.kernels, 3u) << "torch.profiler's trace keeps its kernels";
@@ -419,20 +648,21 @@ TEST(CuptiFaithful, TorchProfilerStartingDuringAProfileGetsEveryKernelAndGpuutil
   timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   const int64_t realtime_now = int64_t(rt.tv_sec) * 1'000'000'000 + rt.tv_nsec;
-  EXPECT_LT(std::abs(theirs.last_record_end_ns - realtime_now), 10'000 * kMs)
-      << "its records are on CUPTI's own clock, not gpuutil's";
+  const int64_t their_clock = client(FAKE_CUPTI_CLIENT_OWN_CLOCK) ? realtime_now + 1000'000 * kMs : realtime_now;
+  EXPECT_LT(std::abs(theirs.last_record_end_ns - their_clock), 10'000 * kMs)
+      << "its records are on its own clock (CUPTI's, or the one it registered), not gpuutil's";
   const auto out = session.finish(session_now_ns());
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].report.steps[0].devices.at(0).kernels, 1u);
   EXPECT_EQ(out[0].report.diagnostics.count(Diag::gpu_collection_suspended), 0u);
   EXPECT_EQ(out[1].report.diagnostics.count(Diag::gpu_collection_suspended), 1u);
   EXPECT_EQ(out[1].report.diagnostics.example(Diag::gpu_collection_suspended), "torch.profiler started");
-  EXPECT_EQ(out[2].report.steps[0].devices.at(0).kernels, 1u) << "gpuutil collects again after it stopped";
-  EXPECT_EQ(out[2].report.diagnostics.count(Diag::gpu_collection_suspended), 0u);
+  EXPECT_TRUE(kernel_or_collection_off(out[2])) << "gpuutil collects again after it stopped, or says why not";
   EXPECT_EQ(live.counters().buffers_foreign, 0u);
 }
 
-TEST(CuptiFaithful, GpuutilStartingWhileTorchProfilerRunsLeavesItAloneThenTakesOver) {
+TEST_P(Coexistence, GpuutilStartingWhileTorchProfilerRunsLeavesItAloneThenTakesOver) {
+  if (client(FAKE_CUPTI_CLIENT_TEARDOWN)) ISSUE27_SKIP(kIssue27Teardown);
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   fake.second_client_start();
@@ -447,6 +677,7 @@ TEST(CuptiFaithful, GpuutilStartingWhileTorchProfilerRunsLeavesItAloneThenTakesO
   session.end_step(session_now_ns());
   const fake_cupti_client_stats theirs = fake.second_client_stop();
   ASSERT_EQ(live.resume(), "");
+  fake.driver<void (*)()>("fake_cupti_wait")();
   session.begin_step(1, session_now_ns());
   fake.launch("mine", 7, 100'000, 5000);
   fake.synchronize();
@@ -458,10 +689,10 @@ TEST(CuptiFaithful, GpuutilStartingWhileTorchProfilerRunsLeavesItAloneThenTakesO
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].report.diagnostics.count(Diag::gpu_collection_suspended), 1u);
   EXPECT_TRUE(out[0].report.steps[0].devices.empty() || out[0].report.steps[0].devices[0].kernels == 0u);
-  EXPECT_EQ(out[1].report.steps[0].devices.at(0).kernels, 1u);
+  EXPECT_TRUE(kernel_or_collection_off(out[1]));
 }
 
-TEST(CuptiFaithful, AnotherClientsBufferHandedToGpuutilIsCountedAndLeftAlone) {
+TEST_P(Coexistence, AnotherClientsBufferHandedToGpuutilIsCountedAndLeftAlone) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   Session session(SessionOptions{});
@@ -476,15 +707,52 @@ TEST(CuptiFaithful, AnotherClientsBufferHandedToGpuutilIsCountedAndLeftAlone) {
   fake.launch("mine", 7, 1000, 100);
   fake.synchronize();
   session.end_step(session_now_ns());
-  live.stop();  // its forced flush hands the other client's buffer to gpuutil
+  live.stop();  // its forced flush hands the other client's buffer(s) to gpuutil
   fake.second_client_stop();
-  EXPECT_EQ(live.counters().buffers_foreign, 1u);
+  // The thread's buffer; with device buffers, also a device's buffer the
+  // other client gave if the kernel was written before gpuutil resumed; with
+  // held spares, its spare.
+  EXPECT_GE(live.counters().buffers_foreign, 1u);
   const auto out = session.finish(session_now_ns());
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].report.diagnostics.count(Diag::cupti_foreign_buffers), 1u);
+  EXPECT_EQ(out[0].report.diagnostics.count(Diag::cupti_foreign_buffers), live.counters().buffers_foreign);
 }
 
-// ---- CUPTI versions and clocks ----
+// Kineto's on-demand tracing (dynolog, KINETO_USE_DAEMON) starts CUPTI from
+// its own thread without anything gpuutil can see: gpuutil's buffers end up
+// in Kineto's completion callback and its kinds are disabled at Kineto's
+// stop. The steps after that must say GPU collection was taken over, never
+// report zero activity as if it were measured.
+TEST_P(Coexistence, ATraceStartedBehindGpuutilsBackIsReportedAsATakeoverNotAsIdleSteps) {
+  ISSUE27_SKIP("issue 27: nothing detects another client registering its callbacks and later disabling gpuutil's "
+               "kinds (no cupti_taken_over: no buffer completes while gpuutil's are outstanding, and nobody "
+               "looks); gpuutil's buffers die in the other client and steps 1 and 2 report zero GPU activity with "
+               "no diagnostic; fixed by the coexistence work");
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  auto step = [&](int n) {
+    session.begin_step(n, session_now_ns());
+    fake.launch("gemm", 7, 100'000, 5000);
+    fake.synchronize();
+    session.end_step(session_now_ns());
+  };
+  step(0);
+  std::thread([&] { fake.second_client_start(); }).join();
+  step(1);
+  std::thread([&] { fake.second_client_stop(); }).join();
+  step(2);
+  live.stop();
+  const auto out = session.finish(session_now_ns());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].report.steps[0].devices.at(0).kernels, 1u);
+  EXPECT_TRUE(kernel_or_collection_off(out[1]));
+  EXPECT_TRUE(kernel_or_collection_off(out[2]));
+}
+
+// ---- CUPTI versions and clocks (no matrix setting reaches them) ----
 
 TEST(CuptiFaithful, LegacyCuptiVersionNumbersAreNamedAsTheirReleases) {
   FakeCupti& fake = FakeCupti::get();

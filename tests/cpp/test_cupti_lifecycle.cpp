@@ -1,6 +1,8 @@
 // The collector's lifecycle against the fake CUPTI: degrade with a named
-// reason, release CUPTI on stop, survive 1000 start/stop cycles without
-// growth, stop while threads launch, exit without stop, and fork.
+// reason, release CUPTI on stop and report each step within one step (under
+// every cell of the fake's matrix CI runs, see tests/cpp/matrix_cell.h),
+// survive 1000 start/stop cycles without growth, stop while threads
+// launch, exit without stop, and fork.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -18,11 +20,16 @@
 #include "fake_cupti_client.h"
 #include "gpuutil/clock.h"
 #include "gpuutil/profiler.h"
+#include "matrix_cell.h"
 
 namespace gpuutil {
 namespace {
 
+using testing::cell_name;
 using testing::FakeCupti;
+
+class LifecycleCell : public testing::MatrixTest {};
+INSTANTIATE_TEST_SUITE_P(Matrix, LifecycleCell, ::testing::ValuesIn(fake_matrix::cells_for_run()), cell_name);
 
 LiveOptions small_pool() {
   LiveOptions o;
@@ -143,7 +150,7 @@ TEST(CuptiLifecycle, RealLibcuptiWithoutADriverDegradesWithUnknownError) {
   EXPECT_NE(why.find("returned CUPTI_ERROR_UNKNOWN (999): no NVIDIA driver/GPU visible"), std::string::npos) << why;
 }
 
-TEST(CuptiLifecycle, StopReleasesCuptiForALaterClient) {
+TEST_P(LifecycleCell, StopReleasesCuptiForALaterClient) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   Session s(SessionOptions{});
@@ -321,7 +328,7 @@ TEST(CuptiLifecycle, ForkAfterStartChildNeitherInheritsTheSessionNorDeadlocks) {
   std::remove(path.c_str());
 }
 
-TEST(CuptiLifecycle, EachStepIsReportedWithinOneStepOnceItsKernelsFinished) {
+TEST_P(LifecycleCell, EachStepIsReportedWithinOneStepOnceItsKernelsFinished) {
   // Steps of 15 ms whose kernel finishes within the step: the drain thread
   // has the records before the next step ends, so by the end of step N
   // every step up to N - 1 was reported (step N itself may be too), once.
@@ -335,7 +342,7 @@ TEST(CuptiLifecycle, EachStepIsReportedWithinOneStepOnceItsKernelsFinished) {
   for (int64_t step = 0; step < 8; ++step) {
     {
       StepScope s(p, step);
-      fake.launch("k", 7, 1000, 100);
+      fake.launch("k", 7, 1000, 100 + cell().skew_ns);  // never before the step began, whatever the skew
       usleep(15'000);
     }
     for (const auto& r : p.take_reports()) {

@@ -1,6 +1,8 @@
 // End to end on a simulated GPU: fake CUPTI -> CUPTI collector -> Session
 // (the accounting engine) -> per-step reports. Planted causes must come out
-// attributed, faults counted, and nothing lost at a sustained 1M records/s.
+// attributed (under every cell of the fake's matrix CI runs, see
+// tests/cpp/matrix_cell.h), faults counted, and nothing lost at a sustained
+// 1M records/s (on the run's cell: GPUUTIL_FAKE_CUPTI_MATRIX).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,11 +12,16 @@
 #include "gpuutil/clock.h"
 #include "gpuutil/profiler.h"
 #include "gpuutil/thread_key.h"
+#include "matrix_cell.h"
 
 namespace gpuutil {
 namespace {
 
+using testing::cell_name;
 using testing::FakeCupti;
+
+class ScenarioCell : public testing::MatrixTest {};
+INSTANTIATE_TEST_SUITE_P(Matrix, ScenarioCell, ::testing::ValuesIn(fake_matrix::cells_for_run()), cell_name);
 
 // Feeds the scenario's host side (steps, ranges) into the session. The hook
 // runs on the scenario's own thread, which also makes its CUDA calls: its
@@ -46,7 +53,7 @@ LiveOptions small_pool() {
 
 int64_t idle(const DeviceStepReport& d, IdleCause c) { return d.breakdown.idle_ns[static_cast<size_t>(c)]; }
 
-TEST(CuptiScenario, PlantedDataloaderRangeIsAttributedToIdleDataloaderWithinLaunchLatency) {
+TEST_P(ScenarioCell, PlantedDataloaderRangeIsAttributedToIdleDataloaderWithinLaunchLatency) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   Session session(SessionOptions{});
@@ -250,7 +257,7 @@ TEST(CuptiScenario, FaultyBuffersAndRecordsAreCountedNeverCrash) {
   EXPECT_EQ(d.count(Diag::session_events_dropped), 0u);
 }
 
-TEST(CuptiScenario, RecordsCarryTheSessionClockThroughTheTimestampCallback) {
+TEST_P(ScenarioCell, RecordsCarryTheSessionClockThroughTheTimestampCallback) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
   Session session(SessionOptions{});
@@ -263,7 +270,7 @@ TEST(CuptiScenario, RecordsCarryTheSessionClockThroughTheTimestampCallback) {
   EXPECT_GE(fake_now, before);
   EXPECT_LE(fake_now, after);
   session.begin_step(0, before);
-  fake.launch("k", 7, 1000, 1000);
+  fake.launch("k", 7, 1000, 1000 + cell().skew_ns);  // the skew moves it 1 us after the launch began
   live.flush();
   session.end_step(session_now_ns() + 10'000);
   live.stop();

@@ -7,11 +7,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "fake_cupti_client.h"
+#include "fake_cupti_matrix.h"
 
 namespace gpuutil {
 namespace {
@@ -24,6 +28,9 @@ struct Client {
   static inline std::vector<std::vector<uint8_t>> records;  // delivered records, in order
   static inline std::vector<uint8_t*> foreign;
   static inline bool probe_stats = false;  // call back into the fake from inside callbacks
+  static inline size_t max_records = 0;    // what bufferRequested answers
+  static inline int buffers = 0;           // buffers delivered back
+  static inline int empty_buffers = 0;     // of which empty
 
   CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
   CUptiResult (*enable)(CUpti_ActivityKind);
@@ -36,12 +43,16 @@ struct Client {
   CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
   CUptiResult (*callback_name)(CUpti_CallbackDomain, uint32_t, const char**);
   CUptiResult (*version)(uint32_t*);
+  CUptiResult (*set_attribute)(CUpti_ActivityAttribute, size_t*, void*);
+  CUptiResult (*get_attribute)(CUpti_ActivityAttribute, size_t*, void*);
+  CUptiResult (*finalize)();
+  CUptiResult (*timestamp_callback)(CUpti_TimestampCallbackFunc);
 
   static void CUPTIAPI requested(uint8_t** buffer, size_t* size, size_t* max) {
     if (probe_stats) FakeCupti::get().stats();  // deadlocks if the fake holds its lock here
     *buffer = new uint8_t[64 << 10];
     *size = 64 << 10;
-    *max = 0;
+    *max = max_records;
   }
   static void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid);
 
@@ -58,10 +69,17 @@ struct Client {
     get("cuptiUnsubscribe", unsubscribe);
     get("cuptiGetCallbackName", callback_name);
     get("cuptiGetVersion", version);
+    get("cuptiActivitySetAttribute", set_attribute);
+    get("cuptiActivityGetAttribute", get_attribute);
+    get("cuptiFinalize", finalize);
+    get("cuptiActivityRegisterTimestampCallback", timestamp_callback);
     std::lock_guard<std::mutex> lock(mu);
     records.clear();
     foreign.clear();
     probe_stats = false;
+    max_records = 0;
+    buffers = 0;
+    empty_buffers = 0;
   }
   void attach(bool api = true) {
     register_callbacks(&requested, &completed);
@@ -89,6 +107,15 @@ struct Client {
     }
     return out;
   }
+  static std::vector<CUpti_ActivityKind> kinds(const std::vector<std::vector<uint8_t>>& recs) {
+    std::vector<CUpti_ActivityKind> out;
+    for (const auto& r : recs) out.push_back(reinterpret_cast<const CUpti_Activity*>(r.data())->kind);
+    return out;
+  }
+  static int delivered() {
+    std::lock_guard<std::mutex> lock(mu);
+    return buffers;
+  }
   static std::vector<const CUpti_ActivityAPI*> apis(const std::vector<std::vector<uint8_t>>& recs) {
     std::vector<const CUpti_ActivityAPI*> out;
     for (const auto& r : recs) {
@@ -108,10 +135,13 @@ void CUPTIAPI Client::completed(CUcontext, uint32_t, uint8_t* buffer, size_t, si
   if (buffer == nullptr) return;
   CUpti_Activity* r = nullptr;
   std::lock_guard<std::mutex> lock(mu);
+  ++buffers;
+  if (valid == 0) ++empty_buffers;
   while (g_client->next(buffer, valid, &r) == CUPTI_SUCCESS) {
     const auto* p = reinterpret_cast<const uint8_t*>(r);
     const size_t bytes = r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ? sizeof(CUpti_ActivityKernel10)
                          : r->kind == CUPTI_ACTIVITY_KIND_MEMCPY          ? sizeof(CUpti_ActivityMemcpy6)
+                         : r->kind == CUPTI_ACTIVITY_KIND_MEMCPY2         ? sizeof(CUpti_ActivityMemcpyPtoP4)
                                                                          : sizeof(CUpti_ActivityAPI);
     records.emplace_back(p, p + bytes);
   }
@@ -122,12 +152,32 @@ struct FakeCuptiTest : ::testing::Test {
   FakeCupti& fake = FakeCupti::get();
   std::unique_ptr<Client> client;
   void SetUp() override {
+    fake.configure(nullptr);
     fake.reset(nullptr);
     client = std::make_unique<Client>(fake);
     g_client = client.get();
   }
-  void TearDown() override { client->detach(); }
+  void TearDown() override {
+    client->detach();
+    fake.configure(nullptr);
+  }
+  // Chooses a matrix cell for this test (the fixture puts the run's back).
+  void cell(const char* text) {
+    const fake_cupti_matrix m = fake_matrix::cell(text);
+    fake.configure(&m);
+    fake.reset(nullptr);
+  }
+  // cudaLaunchKernel at explicit session times from the calling thread.
+  uint32_t launch_at(const char* name, int64_t t, int64_t start, int64_t end) {
+    return fake.call_at(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, FAKE_CUPTI_KERNEL, name, 7, t, start, end);
+  }
 };
+
+int64_t mono_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 TEST_F(FakeCuptiTest, DefaultFlushWithholdsABufferHoldingAnUnfinishedKernel) {
   client->attach();
@@ -356,6 +406,269 @@ TEST_F(FakeCuptiTest, CallbackNamesAndVersionsAreTheRealOnes) {
   uint32_t v = 0;
   client->version(&v);
   EXPECT_EQ(v, 27u);
+}
+
+// ---- the matrix: what the headers leave open, one setting each ----
+
+TEST_F(FakeCuptiTest, ASealingDefaultFlushClosesTheStraddlingBufferSoItComesBackOnceItsWorkFinished) {
+  client->attach();
+  const int64_t t = mono_now();
+  launch_at("first", t, t + 1000, t + 30'000'000);
+  client->flush(0);  // seals the buffer holding the running kernel
+  launch_at("second", t + 10'000, t + 30'000'000, t + 60'000'000);  // a new buffer: the GPU never idles
+  while (mono_now() < t + 40'000'000) usleep(2'000);
+  client->flush(0);
+  const auto k = Client::kernels(Client::taken());
+  ASSERT_EQ(k.size(), 1u) << "the sealed buffer is complete once the first kernel ended";
+  EXPECT_STREQ(k[0]->name, "first");
+}
+
+TEST_F(FakeCuptiTest, AnUnsealingDefaultFlushWithholdsEveryRecordWhileTheBufferStraddlesRunningWork) {
+  cell("seal=0");
+  client->attach();
+  const int64_t t = mono_now();
+  launch_at("first", t, t + 1000, t + 30'000'000);
+  client->flush(0);  // left open: the next records go into the same buffer
+  launch_at("second", t + 10'000, t + 30'000'000, t + 60'000'000);
+  while (mono_now() < t + 40'000'000) usleep(2'000);
+  client->flush(0);
+  EXPECT_TRUE(Client::taken().empty()) << "the first kernel finished, but shares a buffer with a running one";
+  EXPECT_GE(fake.stats().buffers_left_open, 2u);
+  while (mono_now() < t + 65'000'000) usleep(2'000);
+  client->flush(0);
+  EXPECT_EQ(Client::kernels(Client::taken()).size(), 2u) << "a buffer found complete is returned";
+  EXPECT_EQ(Client::delivered(), 1);
+}
+
+TEST_F(FakeCuptiTest, ABufferIsHandedOverOnceItHoldsMaxNumRecords) {
+  Client::max_records = 4;
+  client->attach();
+  for (int i = 0; i < 5; ++i) fake.launch("k", 7, 1000, 100);  // an API and a kernel record each
+  fake.device_synchronize();
+  for (int i = 0; i < 100 && Client::delivered() < 2; ++i) usleep(2'000);  // no flush: the worker hands them over
+  EXPECT_EQ(Client::delivered(), 2) << "8 of the 10 records, in two buffers of 4";
+  EXPECT_EQ(fake.stats().buffers_full_by_count, 2u);
+  EXPECT_EQ(Client::taken().size(), 8u);
+}
+
+TEST_F(FakeCuptiTest, GlobalBuffersTakeEveryThreadsRecordsAndPerThreadOnesKeepThemApart) {
+  for (const char* c : {"default", "buffers=global"}) {
+    SCOPED_TRACE(c);
+    cell(c);
+    client = std::make_unique<Client>(fake);
+    g_client = client.get();
+    client->attach();
+    std::thread a([&] { fake.launch("a", 7, 1000, 100); });
+    a.join();
+    std::thread b([&] { fake.launch("b", 8, 1000, 100); });
+    b.join();
+    fake.device_synchronize();
+    client->flush(0);
+    EXPECT_EQ(Client::apis(Client::taken()).size(), 2u);
+    EXPECT_EQ(Client::delivered(), std::string(c) == "default" ? 2 : 1);
+    client->detach();
+  }
+}
+
+TEST_F(FakeCuptiTest, SwitchingToGlobalBuffersHappensAtTheFirstDefaultFlushOrWhenAClientSetsTheAttribute) {
+  cell("buffers=switch");
+  client->attach();
+  EXPECT_EQ(fake.stats().per_thread_buffers, 1);
+  client->flush(0);
+  EXPECT_EQ(fake.stats().per_thread_buffers, 0);
+  fake.reset(nullptr);  // the cell starts again per thread
+  uint8_t v = 0;
+  size_t size = sizeof(v);
+  ASSERT_EQ(client->set_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &v), CUPTI_SUCCESS);
+  v = 1;
+  ASSERT_EQ(client->get_attribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &v), CUPTI_SUCCESS);
+  EXPECT_EQ(v, 0);
+  client->flush(0);
+  EXPECT_EQ(fake.stats().per_thread_buffers, 0) << "set by a client: no longer the cell's switch";
+}
+
+TEST_F(FakeCuptiTest, AnApiRecordWrittenAtExitFollowsItsDeviceRecordsAndIsNotWrittenBeforeTheCallEnds) {
+  for (const char* c : {"default", "api=exit"}) {
+    SCOPED_TRACE(c);
+    cell(c);
+    client = std::make_unique<Client>(fake);
+    g_client = client.get();
+    client->attach();
+    const int64_t t = mono_now();
+    fake_cupti_work w{};
+    w.kind = FAKE_CUPTI_KERNEL;
+    w.name = "k";
+    w.stream = 7;
+    w.duration_ns = 1000;
+    w.latency_ns = 100;
+    fake_cupti_call call{};
+    call.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+    call.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+    call.api_ns = 20'000'000;  // a launch that takes 20 ms
+    call.work = &w;
+    call.n_work = 1;
+    fake.call(&call);
+    const bool at_exit = std::string(c) == "api=exit";
+    if (at_exit) {
+      EXPECT_GE(mono_now() - t, 20'000'000) << "the call returned, and its record was written, at its end";
+    }
+    fake.device_synchronize();
+    client->flush(0);
+    const auto kinds = Client::kinds(Client::taken());
+    ASSERT_EQ(kinds.size(), 2u);
+    EXPECT_EQ(kinds[0], at_exit ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_RUNTIME);
+    client->detach();
+  }
+}
+
+TEST_F(FakeCuptiTest, SkewMovesDeviceTimestampsBeforeTheLaunchCallThatQueuedThem) {
+  cell("skew=3000");
+  client->attach();
+  const int64_t t = mono_now();
+  launch_at("k", t, t + 4000, t + 12'000);  // API [t, t + 5 us), kernel 4 us after the call began
+  fake.device_synchronize();
+  client->flush(0);
+  const auto recs = Client::taken();
+  ASSERT_EQ(Client::kernels(recs).size(), 1u);
+  ASSERT_EQ(Client::apis(recs).size(), 1u);
+  const int64_t k_start = int64_t(Client::kernels(recs)[0]->start);
+  const int64_t api_start = int64_t(Client::apis(recs)[0]->start);
+  EXPECT_EQ(k_start - api_start, 4000 - 3000) << "the kernel appears to start 4 us before its launch call ended";
+}
+
+TEST_F(FakeCuptiTest, AHeldEmptyBufferComesBackOnlyWithAForcedFlush) {
+  cell("hold=1");
+  client->attach();
+  fake.launch("k", 7, 1000, 100);
+  fake.device_synchronize();
+  client->flush(0);
+  EXPECT_EQ(Client::kernels(Client::taken()).size(), 1u);
+  EXPECT_EQ(fake.stats().buffers_held, 1) << "the prefetched spare stays with CUPTI";
+  EXPECT_EQ(Client::empty_buffers, 0);
+  client->flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  EXPECT_EQ(fake.stats().buffers_held, 0);
+  EXPECT_EQ(Client::empty_buffers, 1);
+}
+
+TEST_F(FakeCuptiTest, AFailedCallCarriesItsReturnValueAndEnqueuesNothing) {
+  client->attach();
+  fake_cupti_work w{};
+  w.kind = FAKE_CUPTI_KERNEL;
+  w.name = "never_runs";
+  w.stream = 7;
+  w.duration_ns = 1000;
+  fake_cupti_call c{};
+  c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  c.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  c.api_ns = 1000;
+  c.work = &w;
+  c.n_work = 1;
+  fake.call_failed(&c, 98);  // cudaErrorInvalidDeviceFunction
+  fake.device_synchronize();
+  client->flush(0);
+  const auto recs = Client::taken();
+  ASSERT_EQ(Client::apis(recs).size(), 1u);
+  EXPECT_EQ(Client::apis(recs)[0]->returnValue, 98u);
+  EXPECT_TRUE(Client::kernels(recs).empty());
+}
+
+TEST_F(FakeCuptiTest, PeerCopiesArriveAsMemcpy2OnlyWhileThatKindIsEnabledAndRecordsCarryTheirDevicesContext) {
+  client->attach();
+  auto peer_copy = [&] {
+    fake_cupti_work w{};
+    w.kind = FAKE_CUPTI_MEMCPY_PEER;
+    w.device = 1;
+    w.stream = 9;
+    w.bytes = 1 << 20;
+    w.duration_ns = 1000;
+    fake_cupti_call c{};
+    c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+    c.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000;
+    c.api_ns = 1000;
+    c.work = &w;
+    c.n_work = 1;
+    fake.call(&c);
+  };
+  peer_copy();
+  auto enable = fake.driver<CUptiResult (*)(CUpti_ActivityKind)>("cuptiActivityEnable");
+  enable(CUPTI_ACTIVITY_KIND_MEMCPY2);
+  peer_copy();
+  fake.device_synchronize();
+  client->flush(0);
+  std::vector<CUpti_ActivityMemcpyPtoP4> copies;
+  for (const auto& r : Client::taken()) {
+    if (reinterpret_cast<const CUpti_Activity*>(r.data())->kind != CUPTI_ACTIVITY_KIND_MEMCPY2) continue;
+    CUpti_ActivityMemcpyPtoP4 m;
+    std::memcpy(&m, r.data(), sizeof(m));
+    copies.push_back(m);
+  }
+  ASSERT_EQ(copies.size(), 1u) << "the first copy ran while MEMCPY2 was off: no record";
+  EXPECT_EQ(copies[0].srcDeviceId, 1u);
+  EXPECT_EQ(copies[0].dstDeviceId, 0u);
+  EXPECT_EQ(copies[0].contextId, 2u);
+  auto disable = fake.driver<CUptiResult (*)(CUpti_ActivityKind)>("cuptiActivityDisable");
+  disable(CUPTI_ACTIVITY_KIND_MEMCPY2);
+}
+
+TEST_F(FakeCuptiTest, FinalizeDropsKindsCallbacksClockSubscriptionAndTheBuffersItHeld) {
+  client->attach();
+  CUpti_SubscriberHandle h = nullptr;
+  CUpti_SubscriberParams p{};
+  p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  ASSERT_EQ(client->subscribe(&h, nullptr, nullptr, &p), CUPTI_SUCCESS);
+  client->timestamp_callback([]() -> uint64_t { return 42; });
+  fake.launch("held", 7, 1000, 100);  // in a buffer CUPTI holds
+  ASSERT_EQ(client->finalize(), CUPTI_SUCCESS);
+  const fake_cupti_stats st = fake.stats();
+  EXPECT_EQ(st.enabled_kinds_mask, 0u);
+  EXPECT_EQ(st.callbacks_registered, 0);
+  EXPECT_EQ(st.timestamp_callback_set, 0);
+  EXPECT_EQ(st.subscribed, 0);
+  EXPECT_EQ(st.buffers_lost_at_finalize, 1u);
+  EXPECT_EQ(st.finalized, 1u);
+  EXPECT_EQ(client->flush(0), CUPTI_ERROR_INVALID_OPERATION) << "no callbacks registered any more";
+  EXPECT_TRUE(Client::taken().empty()) << "the held buffer never comes back";
+  EXPECT_GT(fake.now_ns(), 1'000'000'000'000'000'000) << "CUPTI's own clock again";
+}
+
+TEST_F(FakeCuptiTest, TheSecondClientResetsPerThreadBuffersUsesItsOwnClockAndTearsCuptiDown) {
+  cell("client=teardown+per_thread_reset+other_thread+own_clock");
+  fake.second_client_start();
+  fake.launch("theirs", 7, 1000, 100);
+  fake.device_synchronize();
+  const fake_cupti_client_stats theirs = fake.second_client_stop();
+  EXPECT_EQ(theirs.kernels, 1u);
+  timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  const int64_t realtime = int64_t(rt.tv_sec) * 1'000'000'000 + rt.tv_nsec;
+  EXPECT_NEAR(double(theirs.last_record_end_ns - realtime), 1000e9, 10e9) << "its records are on its own clock";
+  EXPECT_EQ(fake.stats().per_thread_buffers, 0);
+  EXPECT_EQ(fake.stats().finalized, 0u) << "the teardown comes after the stop";
+  auto wait = fake.driver<void (*)()>("fake_cupti_wait");
+  wait();
+  EXPECT_EQ(fake.stats().finalized, 1u);
+  EXPECT_EQ(fake.stats().per_thread_buffers, 1) << "cuptiFinalize puts the attribute back to its default";
+}
+
+TEST(FakeCuptiMatrix, EveryCellHasOneSpellingThatTheFakeReadsFromItsEnvironment) {
+  for (const fake_cupti_matrix& m : fake_matrix::full_cells()) {
+    fake_cupti_matrix back{};
+    ASSERT_EQ(fake_matrix::parse(fake_matrix::name(m), back), "") << fake_matrix::name(m);
+    EXPECT_EQ(fake_matrix::name(back), fake_matrix::name(m));
+  }
+  EXPECT_EQ(fake_matrix::full_cells().size(), 96u);
+  fake_cupti_matrix m{};
+  EXPECT_EQ(fake_matrix::parse("seal=2", m), "seal takes 0|1, not \"2\"");
+  EXPECT_EQ(fake_matrix::parse("client=nsight", m),
+            "client takes kineto or teardown+per_thread_reset+other_thread+own_clock, not \"nsight\"");
+  EXPECT_NE(fake_matrix::parse("colour=red", m).find("unknown setting \"colour\""), std::string::npos);
+  FakeCupti& fake = FakeCupti::get();
+  setenv("GPUUTIL_FAKE_CUPTI_MATRIX", "seal=0,buffers=global,skew=3000,client=teardown", 1);
+  fake.configure(nullptr);
+  EXPECT_EQ(fake_matrix::name(fake.matrix()), "seal=0,buffers=global,skew=3000,client=teardown");
+  unsetenv("GPUUTIL_FAKE_CUPTI_MATRIX");
+  fake.configure(nullptr);
+  EXPECT_EQ(fake_matrix::name(fake.matrix()), "default");
 }
 
 }  // namespace

@@ -91,13 +91,19 @@ TEST(Perfetto, PlantedTimelineIsChromeTraceWithNestedSlicesPerTrack) {
   EXPECT_EQ(doc["displayTimeUnit"], "ns");
   EXPECT_GT(expect_slices_nest(doc), 5u);
 
-  // One process for the one GPU, threads: steps, idle causes, streams 7, 7 #1, 9.
-  std::set<int64_t> pids;
+  // One process for the one GPU, threads: steps, idle causes, streams 7, 7 #1, 9;
+  // and the host process.
+  std::map<std::string, int64_t> pids;
   for (const auto& e : doc["traceEvents"]) {
-    if (e["ph"] == "M" && e["name"] == "process_name") pids.insert(e["pid"].get<int64_t>());
+    if (e["ph"] == "M" && e["name"] == "process_name") pids[e["args"]["name"].get<std::string>()] = e["pid"].get<int64_t>();
   }
-  ASSERT_EQ(pids.size(), 1u);
-  const auto names = thread_names(doc, *pids.begin());
+  ASSERT_EQ(pids.size(), 2u);
+  ASSERT_EQ(pids.count("rank 0 host"), 1u);
+  int64_t gpu_pid = -1;
+  for (const auto& [name, pid] : pids) {
+    if (name.rfind("rank 0 GPU 0", 0) == 0) gpu_pid = pid;
+  }
+  const auto names = thread_names(doc, gpu_pid);
   std::set<std::string> got;
   for (const auto& [tid, name] : names) got.insert(name);
   EXPECT_EQ(got, (std::set<std::string>{"steps", "idle causes", "stream 7", "stream 7 #1", "stream 9"}));
@@ -108,6 +114,41 @@ TEST(Perfetto, PlantedTimelineIsChromeTraceWithNestedSlicesPerTrack) {
     if (e["ph"] == "C" && e["name"] == "power_w") counter = e["args"]["value"] == 412.5;
   }
   EXPECT_TRUE(counter);
+}
+
+TEST(Perfetto, AHostOnlyTraceExportsItsHostThreadsAndSteps) {
+  // A CPU torch.profiler trace: no device activity; the export used to be
+  // an empty traceEvents array (issue 26, item 11).
+  Planted p;
+  p.step(0, 0, 1000).step(1, 1000, 2000);
+  p.range("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 300, 0, false);
+  p.range("aten::linear", 300, 600);
+  p.range("aten::addmm", 350, 550);
+  p.range("aten::relu", 500, 700);  // overlaps aten::linear's end: another lane
+  p.range("autograd::engine::evaluate_function: AddmmBackward0", 1100, 1800);
+  const Json doc = Json::parse(timeline_to_chrome_trace({&p.store()}, AnalysisOptions{}));
+  EXPECT_GE(expect_slices_nest(doc), 7u);  // 5 ranges + 2 steps
+  int64_t host_pid = -1;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      EXPECT_EQ(e["args"]["name"], "rank 0 host");
+      host_pid = e["pid"].get<int64_t>();
+    }
+  }
+  ASSERT_GE(host_pid, 0);
+  std::set<std::string> names;
+  size_t steps = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    EXPECT_EQ(e["pid"], host_pid);
+    names.insert(e["name"].get<std::string>());
+    steps += e["cat"] == "step";
+  }
+  EXPECT_EQ(steps, 2u);
+  EXPECT_TRUE(names.count("aten::relu") && names.count("aten::addmm"));
+  std::set<std::string> threads;
+  for (const auto& [tid, name] : thread_names(doc, host_pid)) threads.insert(name);
+  EXPECT_EQ(threads.size(), 3u);  // steps, the thread, its second lane
 }
 
 TEST(Perfetto, IdleSlicesSumToTheReportPerStepAndCause) {

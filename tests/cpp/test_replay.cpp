@@ -1,17 +1,27 @@
-// Real GPU traces replayed through the live path (tests/replay): each step's
-// per-device breakdown_ns from the live Session must equal the offline
+// Real GPU traces replayed through the live path (tests/replay), under the
+// fake CUPTI's matrix cells (tests/fake_cupti/fake_cupti_matrix.h): each
+// step's per-device breakdown_ns, idle culprits, launch latency and counts
+// from the live Session, and the run's findings, must equal the offline
 // analysis of the same trace exactly. The replay hands the collector the
 // recorded timestamps (API records and device records through the faithful
-// fake CUPTI, host ranges through the LibTorch hook's ring), so any
-// difference is the live path's own: a record lost, late, pruned too early,
-// a thread keyed twice, a step reported before its data arrived.
+// fake CUPTI, host ranges through the LibTorch hook's ring); under a cell
+// with a timestamp skew the device records are moved earlier and the
+// offline side analyses the same moved records. So any difference is the
+// live path's own: a record lost, late, pruned too early, a thread keyed
+// twice, a step reported before its data arrived. Cells under which
+// today's collector cannot get there are skipped with "issue 27: <why>".
+//
+// GPUUTIL_FAKE_CUPTI_CELLS=full replays every trace under every cell (the
+// longer run; about 6 s of replay per cell).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 
+#include "fake_cupti_matrix.h"
 #include "gpuutil/analysis.h"
 #include "gpuutil/kineto_import.h"
+#include "matrix_cell.h"
 #include "replay.h"
 #include "traces.h"
 
@@ -31,13 +41,13 @@ const char* const kCudaTracesWithSteps[] = {
     "tracelens_h100_bert_small_inference.json.gz",
 };
 
-void expect_replay_equals_analyze(const std::string& path, int device_records, int64_t scale = 1) {
+void expect_replay_equals_analyze(const std::string& path, const fake_cupti_matrix& cell, int64_t scale = 1) {
   ImportResult in = import_kineto_file(path);
   ASSERT_TRUE(in.ok) << in.error;
   const EventStore store = scale == 1 ? std::move(in.store) : replay::scaled(in.store, scale);
-  const Report offline = analyze(store);
+  const Report offline = analyze(replay::skewed(store, cell.skew_ns));
   replay::ReplayOptions o;
-  o.device_records = device_records;
+  o.cell = cell;
   const replay::ReplayResult r = replay::replay(store, o);
   ASSERT_EQ(r.error, "");
   // Calls CUPTI could not name when recording ("INVALID") are not replayed.
@@ -48,6 +58,15 @@ void expect_replay_equals_analyze(const std::string& path, int device_records, i
   for (const auto& b : c.buckets) {
     EXPECT_EQ(b.max_abs_ns, 0) << b.bucket << " differs by " << b.max_abs_ns << " ns in step " << b.step;
   }
+  bool other_than_names = false;
+  for (const auto& [what, n] : c.differing) {
+    if (what == "culprit_names") continue;
+    other_than_names = true;
+    EXPECT_EQ(n, 0u) << what << " differ in " << n << " step/device pairs";
+  }
+  if (other_than_names) {
+    for (const auto& d : c.differences) ADD_FAILURE() << d;
+  }
   for (const auto& o2 : r.steps) {
     EXPECT_EQ(o2.report.diagnostics.count(Diag::cupti_records_late), 0u);
     EXPECT_EQ(o2.report.diagnostics.count(Diag::cupti_records_dropped), 0u);
@@ -55,35 +74,62 @@ void expect_replay_equals_analyze(const std::string& path, int device_records, i
     EXPECT_EQ(o2.report.diagnostics.count(Diag::torch_ranges_dropped), 0u);
     EXPECT_EQ(o2.report.diagnostics.count(Diag::session_events_dropped), 0u);
   }
+  // Last, so every other figure was compared first (a failure above still fails the test).
+  if (c.differing.count("culprit_names") != 0) {
+    ISSUE27_SKIP(std::string("issue 27: live culprit names of API calls carry CUPTI's version suffix "
+                             "(record_decoder.cpp:80, api_name(): cuptiGetCallbackName's "
+                             "\"cudaDeviceSynchronize_v3020\") where Kineto's traces say \"cudaDeviceSynchronize\"; "
+                             "every other figure is equal. ") +
+                 c.differences.front());
+  }
 }
 
-class ReplayTrace : public ::testing::TestWithParam<const char*> {};
+struct Case {
+  const char* trace;
+  fake_cupti_matrix cell;
+};
+
+// CI replays every trace under these cells (about 6 s each): each setting
+// of the CI set alone but buffers=global (buffers=switch covers it after the
+// first flush) and hold=1 (skipped until the collector is fixed; the
+// faithful suite runs the adverse combinations at lower cost).
+std::vector<fake_cupti_matrix> replay_cells() {
+  if (std::getenv("GPUUTIL_FAKE_CUPTI_CELLS") != nullptr) return fake_matrix::cells_for_run();
+  return {fake_matrix::cell("default"),        fake_matrix::cell("seal=0"),   fake_matrix::cell("records=device"),
+          fake_matrix::cell("buffers=switch"), fake_matrix::cell("api=exit"), fake_matrix::cell("skew=3000")};
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const fake_cupti_matrix& cell : replay_cells()) {
+    for (const char* t : kCudaTracesWithSteps) out.push_back({t, cell});
+  }
+  return out;
+}
+
+class ReplayTrace : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReplayTrace, LiveStepsEqualOfflineAnalysisExactly) {
   GPUUTIL_REQUIRE_TRACES();
-  expect_replay_equals_analyze(test::trace_path(GetParam()), 0);
+  const fake_cupti_matrix& cell = GetParam().cell;
+  // Measured: every figure equal, but each replay waits out the bound once
+  // and counts a cupti_completion_timeout.
+  if (cell.hold_empty) ISSUE27_SKIP(testing::kIssue27HeldEmptyBuffer);
+  expect_replay_equals_analyze(test::trace_path(GetParam().trace), cell);
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedCudaTraces, ReplayTrace, ::testing::ValuesIn(kCudaTracesWithSteps),
-                         [](const ::testing::TestParamInfo<const char*>& p) {
-                           std::string n = p.param;
+INSTANTIATE_TEST_SUITE_P(SharedCudaTraces, ReplayTrace, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           std::string n = p.param.trace;
                            n = n.substr(0, n.find('.'));
                            for (char& ch : n) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-                           return n;
+                           return n + "__" + fake_matrix::test_name(p.param.cell);
                          });
-
-TEST(Replay, DeviceRecordsWrittenAtCompletionGiveTheSameSteps) {
-  GPUUTIL_REQUIRE_TRACES();
-  for (const char* name : {"hta_train_v100_dataloader_nccl_rank1.json.gz", "hta_sampled_rank0.json.gz"}) {
-    SCOPED_TRACE(name);
-    expect_replay_equals_analyze(test::trace_path(name), 1);
-  }
-}
 
 TEST(Replay, ALongTraceCompressedInTimeEqualsTheSameCompressionAnalysedOffline) {
   // 43 s of AlexNet with CUDA syncs (one whole-trace step), played 5x faster.
   GPUUTIL_REQUIRE_TRACES();
-  expect_replay_equals_analyze(test::trace_path("hta_alexnet_a100_sync.json.gz"), 0, 5);
+  expect_replay_equals_analyze(test::trace_path("hta_alexnet_a100_sync.json.gz"), fake_cupti_matrix{}, 5);
 }
 
 TEST(Replay, EveryCudaTraceWithStepsIsInTheList) {

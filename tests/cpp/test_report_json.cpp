@@ -25,9 +25,9 @@ using nlohmann::ordered_json;
 
 const std::vector<std::string> kBreakdownKeys = {
     "compute",   "communication",  "memory",          "idle_dataloader",  "idle_host_sync",
-    "idle_collective", "idle_launch", "idle_host", "idle_dependency", "idle_unattributed"};
-const std::vector<std::string> kCauseKeys = {"dataloader", "host_sync", "collective",
-                                             "launch",     "host",      "dependency", "unattributed"};
+    "idle_collective", "idle_launch", "idle_host", "idle_dependency", "idle_unattributed", "idle_kernel_gap"};
+const std::vector<std::string> kCauseKeys = {"dataloader", "host_sync", "collective", "launch",
+                                             "host",       "dependency", "unattributed", "kernel_gap"};
 
 std::vector<std::string> keys_of(const ordered_json& j) {
   std::vector<std::string> out;
@@ -117,7 +117,7 @@ ordered_json parse(const std::string& s) { return ordered_json::parse(s); }
 
 TEST(ReportJson, TopLevelKeysInOrder) {
   const auto j = parse(report_to_json(full_report()));
-  EXPECT_EQ(keys_of(j), (std::vector<std::string>{"schema", "sources", "flops_source", "workload", "steps",
+  EXPECT_EQ(keys_of(j), (std::vector<std::string>{"schema", "sources", "flops_source", "workload", "loaders", "steps",
                                                   "summary", "findings", "diagnostics"}));
   EXPECT_EQ(j["schema"], "gpuutil.report/1");
   EXPECT_EQ(j["schema"], kReportSchema);
@@ -243,6 +243,7 @@ TEST(ReportJson, SummaryKeys) {
   const auto j = parse(report_to_json(full_report()));
   const auto& s = j["summary"];
   EXPECT_EQ(keys_of(s), (std::vector<std::string>{"steps", "steps_wall_ns", "trace_span_ns", "outside_steps_ns",
+                                                  "last_step_backlog_ns", "last_step_unrecorded_ns",
                                                   "step_wall_p50_ns", "devices", "top_finding"}));
   ASSERT_EQ(s["devices"].size(), 1u);
   const auto& d = s["devices"][0];

@@ -4,10 +4,18 @@
 //    the current ones), enables its kinds, and at its stop disables them and
 //    force-flushes; its completion callback rejects buffers it did not
 //    allocate ("bufferCompleted called with unknown buffer") without
-//    touching them;
+//    touching them. The matrix's second_client flags add what Kineto does
+//    in some setups: cuptiFinalize after the trace (TEARDOWN_CUPTI=1),
+//    PER_THREAD_ACTIVITY_BUFFER=0 after it, starting and stopping from a
+//    thread of its own (on-demand tracing through dynolog), a timestamp
+//    callback of its own;
 //  - another tool holding the CUPTI subscription (Nsight Systems, DCGM).
+#include <time.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <set>
+#include <thread>
 
 #include "fake_state.h"
 
@@ -20,6 +28,9 @@ CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind);
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind);
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t);
 CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t*, size_t, CUpti_Activity**);
+CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc);
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute, size_t*, void*);
+CUptiResult CUPTIAPI cuptiFinalize(void);
 }
 
 namespace {
@@ -67,6 +78,30 @@ void CUPTIAPI second_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   std::free(buffer);
 }
 
+// FAKE_CUPTI_CLIENT_OWN_CLOCK: CUPTI's default clock moved by 1000 s, so
+// which clock a record is on shows.
+uint64_t CUPTIAPI own_clock() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec + 1000) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+int flags() {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.matrix.second_client;
+}
+
+// Runs `f` on the calling thread, or on a thread of its own.
+template <class F>
+void as_the_client(int f, F&& body) {
+  if (f & FAKE_CUPTI_CLIENT_OTHER_THREAD) {
+    std::thread(std::forward<F>(body)).join();
+  } else {
+    body();
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -76,13 +111,34 @@ void fake_cupti_second_client_start(void) {
     std::lock_guard<std::mutex> lock(g_mu);
     g_stats = fake_cupti_client_stats{};
   }
-  cuptiActivityRegisterCallbacks(&second_requested, &second_completed);
-  for (CUpti_ActivityKind k : kKinds) cuptiActivityEnable(k);
+  const int f = flags();
+  as_the_client(f, [f] {
+    if (f & FAKE_CUPTI_CLIENT_OWN_CLOCK) cuptiActivityRegisterTimestampCallback(&own_clock);
+    cuptiActivityRegisterCallbacks(&second_requested, &second_completed);
+    for (CUpti_ActivityKind k : kKinds) cuptiActivityEnable(k);
+  });
 }
 
 fake_cupti_client_stats fake_cupti_second_client_stop(void) {
-  for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  const int f = flags();
+  as_the_client(f, [f] {
+    for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (f & FAKE_CUPTI_CLIENT_PER_THREAD_RESET) {
+      uint8_t per_thread = 0;
+      size_t size = sizeof(per_thread);
+      cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &per_thread);
+    }
+  });
+  if (f & FAKE_CUPTI_CLIENT_TEARDOWN) {
+    // After the trace is processed, off the thread that stopped it.
+    State& s = st();
+    if (s.teardown.joinable()) s.teardown.join();
+    s.teardown = std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      cuptiFinalize();
+    });
+  }
   std::lock_guard<std::mutex> lock(g_mu);
   return g_stats;
 }

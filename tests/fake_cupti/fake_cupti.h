@@ -39,6 +39,18 @@
  *  - A small CUDA driver API surface (cuInit, cuModuleLoadData,
  *    cuLaunchKernel, copies, syncs, ...) with libcuda's exported names, so a
  *    program written against libcuda can run on the simulated device.
+ *  - What the headers promise besides: bufferRequested's maxNumRecords (a
+ *    buffer is handed over once it holds that many records), a failed call's
+ *    API record carries its returnValue and enqueues nothing, peer copies
+ *    arrive as MEMCPY2 records (only while that kind is enabled),
+ *    cuptiActivitySetAttribute(PER_THREAD_ACTIVITY_BUFFER), cuptiFinalize.
+ *  - What the headers leave open is a matrix of settings, not one choice
+ *    (fake_cupti_matrix below; docs/live-collection.md, "The fake's
+ *    matrix"): chosen with fake_cupti_configure() or, for a process that
+ *    loads the fake without calling it (a Python test's subprocess), with
+ *    GPUUTIL_FAKE_CUPTI_MATRIX="seal=0,records=thread,buffers=global,
+ *    api=exit,skew=3000,hold=1,client=teardown+per_thread_reset" read when
+ *    the library loads. All defaults: what the fake did before the matrix.
  *
  * Buffer layout is the fake's own (a real client only walks buffers with
  * cuptiActivityGetNextRecord): each record is an 8-byte header {size, magic}
@@ -105,12 +117,19 @@ typedef struct fake_cupti_stats {
   int buffers_held;                /* client buffers the fake holds now */
   uint64_t pending_device_work;    /* launched device work whose record is not yet delivered */
   uint32_t activity_sessions;      /* times CONCURRENT_KERNEL went from disabled to enabled */
+  uint64_t buffers_left_open;      /* times a default flush left a partly filled buffer open (keep_appending) */
+  uint64_t buffers_full_by_count;  /* buffers handed over because they held maxNumRecords records */
+  int per_thread_buffers;          /* CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER now */
+  uint32_t finalized;              /* cuptiFinalize calls */
+  uint64_t buffers_lost_at_finalize; /* client buffers cuptiFinalize forgot (never returned) */
 } fake_cupti_stats;
 
 /* Kinds of simulated device work. */
 #define FAKE_CUPTI_KERNEL 0
 #define FAKE_CUPTI_MEMCPY 1
 #define FAKE_CUPTI_MEMSET 2
+/* a peer copy from `device` to device ^ 1: a MEMCPY2 record, only while MEMCPY2 is enabled */
+#define FAKE_CUPTI_MEMCPY_PEER 3
 
 typedef struct fake_cupti_work {
   int kind;              /* FAKE_CUPTI_KERNEL / _MEMCPY / _MEMSET */
@@ -140,7 +159,8 @@ typedef struct fake_cupti_work {
 typedef struct fake_cupti_call {
   int domain;            /* CUPTI_CB_DOMAIN_RUNTIME_API or CUPTI_CB_DOMAIN_DRIVER_API */
   uint32_t cbid;         /* the real callback id (fake_cupti_cbid() looks one up by name) */
-  int64_t start_ns;      /* explicit host times on the session clock; both 0 = now .. now + api_ns */
+  int64_t start_ns;      /* explicit host times on the session clock; both 0 = now .. now + api_ns; a call */
+                         /* starting in the future is made then (the fake waits: no record precedes its call) */
   int64_t end_ns;
   int64_t api_ns;
   int captured;          /* made during stream capture: the work is recorded into a graph, nothing runs */
@@ -151,14 +171,61 @@ typedef struct fake_cupti_call {
   int n_work;
 } fake_cupti_call;
 
-/* NULL = defaults; clears stats (activity sessions counted from 0 again) and held buffers */
+/* NULL = defaults; clears stats (activity sessions counted from 0 again) and
+ * held buffers. The matrix (below) is kept. */
 void fake_cupti_reset(const fake_cupti_config* config);
+
+/* The behaviours the CUPTI headers leave open, one setting each. Zero in
+ * every field is what the fake did before the matrix existed. */
+#define FAKE_CUPTI_BUFFERS_PER_THREAD 0 /* CUDA 13's default: one buffer per application thread */
+#define FAKE_CUPTI_BUFFERS_GLOBAL 1     /* PER_THREAD_ACTIVITY_BUFFER=0: every thread writes one shared buffer */
+#define FAKE_CUPTI_BUFFERS_SWITCH 2     /* per thread until the first default flush, shared from then on */
+
+/* The Kineto-like second client (fake_cupti_second_client_start/stop). */
+/* TEARDOWN_CUPTI=1: cuptiFinalize 20 ms after its stop, on a thread of its own */
+#define FAKE_CUPTI_CLIENT_TEARDOWN 1
+/* sets PER_THREAD_ACTIVITY_BUFFER=0 at its stop, as Kineto does after each trace */
+#define FAKE_CUPTI_CLIENT_PER_THREAD_RESET 2
+/* starts and stops from a thread of its own (dynolog on-demand tracing) */
+#define FAKE_CUPTI_CLIENT_OTHER_THREAD 4
+/* registers a timestamp callback of its own (CUPTI's default + 1000 s) */
+#define FAKE_CUPTI_CLIENT_OWN_CLOCK 8
+
+typedef struct fake_cupti_matrix {
+  int keep_appending;     /* 0: a default flush seals every partly filled buffer (closes it; it is handed over once
+                             complete); 1: a buffer holding an incomplete record stays open and records keep being
+                             appended to it (only a full or forced-flushed buffer, or one found complete, comes back) */
+  int device_records;     /* FAKE_CUPTI_DEVICE_RECORDS_IN_THREAD_BUFFER / _IN_DEVICE_BUFFER (config.device_records
+                             wins when set) */
+  int buffers;            /* FAKE_CUPTI_BUFFERS_*: where API records (and reserved device records) are written */
+  int api_record_at_exit; /* 0: a call's API record is written when the fake is called, before its device records;
+                             1: after them, once the call's end time has passed (CUPTI writes it at API exit) */
+  int64_t skew_ns;        /* device timestamps this much earlier than host ones (CUPTI's GPU->CPU interpolation):
+                             a kernel may start before its launch call ended */
+  int hold_empty;         /* 1: every buffer slot also holds one prefetched, empty buffer that no default flush
+                             returns (a forced flush does) */
+  int second_client;      /* FAKE_CUPTI_CLIENT_* flags */
+} fake_cupti_matrix;
+
+/* Chooses the matrix cell (kept across fake_cupti_reset); NULL = the cell
+ * GPUUTIL_FAKE_CUPTI_MATRIX names, or all defaults. Returns 0. */
+int fake_cupti_configure(const fake_cupti_matrix* matrix);
+/* The same from the matrix's text ("seal=0,buffers=global"; see
+ * fake_cupti_matrix.h): 0, or -1 with the reason on stderr. For ctypes. */
+int fake_cupti_configure_text(const char* cell);
+fake_cupti_matrix fake_cupti_get_matrix(void);
+/* The cells this run covers, ';'-separated in the same spelling: CI's set,
+ * or what GPUUTIL_FAKE_CUPTI_CELLS names ("full": all). For ctypes. */
+const char* fake_cupti_cells_for_run(void);
 fake_cupti_stats fake_cupti_get_stats(void);
 
 /* One runtime or driver API call from the calling thread: its API record (if
  * that callback id is traced) and its device work (if those kinds are
  * enabled). Returns the correlation id (CUPTI numbers every call). */
 uint32_t fake_cupti_call_api(const fake_cupti_call* call);
+/* The same call failing with `return_value` (a CUDA error code): its API
+ * record carries it as returnValue, and it enqueues and waits for nothing. */
+uint32_t fake_cupti_call_api_failed(const fake_cupti_call* call, int return_value);
 /* The callback id of a runtime ("cudaLaunchKernel", "cudaLaunchKernel_v7000")
  * or driver ("cuLaunchKernel") API by name; sets *domain. 0 if unknown. */
 uint32_t fake_cupti_cbid(const char* name, int* domain);
@@ -182,7 +249,8 @@ typedef struct fake_cupti_client_stats {
   int64_t last_record_end_ns; /* latest kernel end it received (which clock its records are on) */
 } fake_cupti_client_stats;
 /* Registers the second client's buffer callbacks and enables kernels, copies,
- * memsets, runtime and driver APIs (prepareTrace/startTrace). */
+ * memsets, runtime and driver APIs (prepareTrace/startTrace). The matrix's
+ * second_client flags say what else it does. */
 void fake_cupti_second_client_start(void);
 /* Disables those kinds and force-flushes (stopTrace); returns what it got. */
 fake_cupti_client_stats fake_cupti_second_client_stop(void);
@@ -219,7 +287,7 @@ typedef struct fake_cupti_scenario {
 
 /* Starts a scenario on the fake's thread; returns 0, or -1 if one runs. */
 int fake_cupti_run_scenario(const fake_cupti_scenario* scenario);
-void fake_cupti_wait(void); /* joins the scenario thread */
+void fake_cupti_wait(void); /* joins the scenario thread and a pending second-client teardown */
 
 #ifdef __cplusplus
 }

@@ -236,6 +236,41 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, C
   return CUPTI_SUCCESS;
 }
 
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value) {
+  if (!size || !value) return CUPTI_ERROR_INVALID_PARAMETER;
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (attr == CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER) {
+    if (*size < sizeof(uint8_t)) return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+    // "Changing this attribute in the middle of the profiling session will
+    // result in undefined behavior" (cupti_activity.h): here, records from
+    // now on go where it says; buffers being written stay until flushed.
+    s.per_thread = *static_cast<uint8_t*>(value) != 0;
+    s.switch_pending = false;
+  }
+  return CUPTI_SUCCESS;  // other attributes are accepted and have no effect
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value) {
+  if (!size || !value) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (attr != CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER) return CUPTI_ERROR_NOT_SUPPORTED;
+  if (*size < sizeof(uint8_t)) return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  *static_cast<uint8_t*>(value) = s.per_thread ? 1 : 0;
+  *size = sizeof(uint8_t);
+  return CUPTI_SUCCESS;
+}
+
+// "Destroys and cleans up all the resources associated with CUPTI in the
+// current process" (cupti_activity.h): kinds, API enables, buffer and
+// timestamp callbacks, the subscription; buffers it held are never returned
+// (the client was to flush first). Any later call starts afresh.
+CUptiResult CUPTIAPI cuptiFinalize(void) {
+  finalize_all();
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
   if (!dropped) return CUPTI_ERROR_INVALID_PARAMETER;
   State& s = st();

@@ -21,6 +21,9 @@ struct FakeCupti {
   void (*launch)(const char*, uint32_t, int64_t, int64_t) = nullptr;
   int64_t (*now_ns)() = nullptr;
   uint32_t (*call)(const fake_cupti_call*) = nullptr;
+  uint32_t (*call_failed)(const fake_cupti_call*, int) = nullptr;
+  int (*configure)(const fake_cupti_matrix*) = nullptr;
+  fake_cupti_matrix (*matrix)() = nullptr;
   uint32_t (*cbid)(const char*, int*) = nullptr;
   void (*device_work)(const fake_cupti_work*, uint32_t) = nullptr;
   void (*device_synchronize)() = nullptr;
@@ -45,6 +48,33 @@ struct FakeCupti {
     c.api_ns = 1000;
     c.sync = FAKE_CUPTI_SYNC_DEVICE;
     call(&c);
+  }
+
+  // One runtime API call `cbid` from the calling thread at explicit session
+  // times: API [t, t + 5 us); its work of `kind` (a kernel: 132 x 256
+  // threads; a copy: 1 MiB) at [start, end) on `stream` of `device`, or no
+  // work when `name` is null.
+  uint32_t call_at(uint32_t cbid, int kind, const char* name, uint32_t stream, int64_t t, int64_t start, int64_t end,
+                   uint32_t graph_id = 0, uint32_t device = 0) const {
+    fake_cupti_work w{};
+    w.kind = kind;
+    w.name = name;
+    w.device = device;
+    w.stream = stream;
+    w.start_ns = start;
+    w.end_ns = end;
+    w.grid[0] = 132;
+    w.block[0] = 256;
+    w.bytes = 1 << 20;
+    w.graph_id = graph_id;
+    fake_cupti_call c{};
+    c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+    c.cbid = cbid;
+    c.start_ns = t;
+    c.end_ns = t + 5000;
+    c.work = &w;
+    c.n_work = name != nullptr ? 1 : 0;
+    return call(&c);
   }
 
   // A symbol of the fake's libcuda surface (cuLaunchKernel, ...).
@@ -72,6 +102,9 @@ struct FakeCupti {
     bind(h, "fake_cupti_launch_kernel", f.launch);
     bind(h, "fake_cupti_now_ns", f.now_ns);
     bind(h, "fake_cupti_call_api", f.call);
+    bind(h, "fake_cupti_call_api_failed", f.call_failed);
+    bind(h, "fake_cupti_configure", f.configure);
+    bind(h, "fake_cupti_get_matrix", f.matrix);
     bind(h, "fake_cupti_cbid", f.cbid);
     bind(h, "fake_cupti_device_work", f.device_work);
     bind(h, "fake_cupti_device_synchronize", f.device_synchronize);
@@ -80,6 +113,15 @@ struct FakeCupti {
     bind(h, "fake_cupti_other_subscriber", f.other_subscriber);
     return f;
   }
+};
+
+// A matrix cell for one scope (a test): chosen at construction, and the
+// run's own cell (GPUUTIL_FAKE_CUPTI_MATRIX, or the defaults) back after.
+struct ScopedCell {
+  explicit ScopedCell(const fake_cupti_matrix& cell) { FakeCupti::get().configure(&cell); }
+  ~ScopedCell() { FakeCupti::get().configure(nullptr); }
+  ScopedCell(const ScopedCell&) = delete;
+  ScopedCell& operator=(const ScopedCell&) = delete;
 };
 
 }  // namespace gpuutil::testing

@@ -1,10 +1,13 @@
 // The fake CUPTI's simulated device and activity buffers (see fake_cupti.h).
 //
-// API calls write their API record into the calling thread's buffer at once
-// (complete). Device work is scheduled on (device, stream) timelines on the
-// session clock; its record is complete only once that time has passed:
-// reserved in the launching thread's buffer (CUDA 13 per-thread buffers), or
-// written at completion into the device's buffer. Delivery takes buffers out
+// API calls write their API record into the calling thread's buffer (or the
+// global one) complete, before their device records or, with the matrix's
+// api_record_at_exit, after them at the call's end. Device work is scheduled
+// on (device, stream) timelines on the session clock; its record is complete
+// only once that time has passed: reserved in the writing buffer at launch
+// (CUDA 13 per-thread buffers), or written at completion into the device's
+// buffer. A default flush seals partly filled buffers, or (keep_appending)
+// leaves one holding an incomplete record open. Delivery takes buffers out
 // of the state under the lock and calls the client with the lock released.
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -15,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "fake_cupti_matrix.h"
 #include "fake_state.h"
 
 namespace fake {
@@ -31,12 +35,33 @@ Slot& thread_slot_locked(State& s) {
   return *t_slot;
 }
 
+// Where the calling thread's records go now (mu held).
+Slot& writing_slot_locked(State& s) { return s.per_thread ? thread_slot_locked(s) : s.global_slot; }
+
 void sleep_until(int64_t t_ns) {
   for (int64_t now = mono_ns(); now < t_ns; now = mono_ns()) {
     const int64_t d = std::min<int64_t>(t_ns - now, 2'000'000);
     timespec ts{0, static_cast<long>(d)};
     nanosleep(&ts, nullptr);
   }
+}
+
+// Asks the registered client for a buffer, on this thread with `lk`
+// released. data == nullptr: none given.
+Buffer request_buffer(std::unique_lock<std::mutex>& lk, State& s) {
+  ++s.stats.buffers_requested;
+  Buffer b;
+  CUpti_BuffersCallbackRequestFunc request = s.request;
+  if (request == nullptr) return b;
+  uint8_t* buf = nullptr;
+  size_t size = 0, max_records = 0;
+  lk.unlock();
+  request(&buf, &size, &max_records);
+  lk.lock();
+  b.data = buf;
+  b.size = size;
+  b.max_records = max_records;
+  return b;
 }
 
 // Appends one record to `slot`. May release `lk` while the client is asked
@@ -46,31 +71,46 @@ bool put(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const void* rec
          int64_t start_ns, int64_t end_ns, bool unknown_kind = false, bool planted_fault = false) {
   ++s.stats.records_emitted;
   const size_t need = 8 + ((bytes + 7) & ~size_t(7));
-  if (slot.cur.data != nullptr && slot.cur.used + need > slot.cur.size) {
-    slot.cur.full = true;
-    slot.closed.push_back(std::move(slot.cur));
-    slot.cur = Buffer{};
-    s.worker_cv.notify_one();
-  }
-  if (slot.cur.data == nullptr) {
-    ++s.stats.buffers_requested;
-    CUpti_BuffersCallbackRequestFunc request = s.request;
-    uint8_t* buf = nullptr;
-    size_t size = 0, max_records = 0;
-    if (request != nullptr) {
-      lk.unlock();
-      request(&buf, &size, &max_records);
-      lk.lock();
+  for (;;) {
+    if (slot.cur.data != nullptr) {
+      // Full by size, or by bufferRequested's maxNumRecords ("filled with at
+      // most that many records before it is returned", cupti_activity.h).
+      const bool by_count = slot.cur.max_records != 0 && slot.cur.records >= slot.cur.max_records;
+      if (!by_count && slot.cur.used + need <= slot.cur.size) break;
+      if (by_count) ++s.stats.buffers_full_by_count;
+      slot.cur.full = true;
+      slot.closed.push_back(std::move(slot.cur));
+      slot.cur = Buffer{};
+      s.worker_cv.notify_one();
     }
-    if (buf == nullptr || size < need) {
+    Buffer b;
+    if (slot.spare.data != nullptr) {
+      b = std::move(slot.spare);
+      slot.spare = Buffer{};
+    } else {
+      b = request_buffer(lk, s);
+    }
+    if (b.data == nullptr || b.size < need) {
       ++s.stats.buffers_denied;
       ++s.stats.records_lost_no_buffer;
       s.pending_dropped.fetch_add(1);
       return false;
     }
-    slot.cur = Buffer{};
-    slot.cur.data = buf;
-    slot.cur.size = size;
+    if (slot.cur.data != nullptr) {
+      // Another writer of a shared slot got one meanwhile: this one goes
+      // back empty at the next flush.
+      slot.closed.push_back(std::move(b));
+      continue;
+    }
+    slot.cur = std::move(b);
+    if (s.matrix.hold_empty && slot.spare.data == nullptr) {
+      Buffer spare = request_buffer(lk, s);  // prefetched, held empty
+      if (slot.spare.data == nullptr) {
+        slot.spare = std::move(spare);
+      } else if (spare.data != nullptr) {
+        slot.closed.push_back(std::move(spare));
+      }
+    }
   }
   Buffer& b = slot.cur;
   const uint32_t header[2] = {static_cast<uint32_t>(bytes), kMagic};
@@ -82,6 +122,7 @@ bool put(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const void* rec
     b.complete_at_ns = std::max(b.complete_at_ns, end_ns);
   }
   b.used += need;
+  ++b.records;
   b.keep_intact = b.keep_intact || planted_fault || unknown_kind;
   ++s.stats.records_written;
   return true;
@@ -102,6 +143,12 @@ void zero_unfinished(uint8_t* rec, bool started) {
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
+      start = &m->start;
+      end = &m->end;
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      auto* m = reinterpret_cast<CUpti_ActivityMemcpyPtoP4*>(rec);
       start = &m->start;
       end = &m->end;
       break;
@@ -131,8 +178,15 @@ std::vector<Buffer> take_locked(State& s, bool close_current, bool forced, int64
   std::vector<Buffer> out;
   auto visit = [&](Slot& slot) {
     if (close_current && slot.cur.data != nullptr && slot.cur.used > 0) {
-      slot.closed.push_back(std::move(slot.cur));
-      slot.cur = Buffer{};
+      if (!forced && s.matrix.keep_appending && slot.cur.complete_at_ns > now) {
+        // Not sealed: it holds an incomplete record, so it is not returned,
+        // and later records keep going into it.
+        ++s.stats.buffers_left_open;
+        ++s.stats.buffers_withheld;
+      } else {
+        slot.closed.push_back(std::move(slot.cur));
+        slot.cur = Buffer{};
+      }
     }
     for (auto it = slot.closed.begin(); it != slot.closed.end();) {
       // Without a flush only full buffers are handed over (when complete);
@@ -155,8 +209,13 @@ std::vector<Buffer> take_locked(State& s, bool close_current, bool forced, int64
       out.push_back(std::move(slot.cur));
       slot.cur = Buffer{};
     }
+    if (forced && slot.spare.data != nullptr) {  // and a held spare
+      out.push_back(std::move(slot.spare));
+      slot.spare = Buffer{};
+    }
   };
   for (Slot* slot : s.thread_slots) visit(*slot);
+  visit(s.global_slot);
   for (auto& [device, slot] : s.device_slots) visit(slot);
   return out;
 }
@@ -252,18 +311,28 @@ const char* keep_name(State& s, const char* name) {
 // The record of one piece of device work, in the layout CUPTI 13 uses.
 std::vector<uint8_t> device_record(State& s, const fake_cupti_work& w, int64_t start, int64_t end, uint32_t corr) {
   std::vector<uint8_t> rec;
-  const int64_t offset = clock_offset_ns();  // device times -> the client's clock
+  // Device times -> the client's clock, through CUPTI's GPU->CPU
+  // interpolation (the matrix's skew).
+  const int64_t offset = clock_offset_ns() - s.matrix.skew_ns;
   start += offset;
   end += offset;
+  const uint32_t context = w.device + 1;
+  // The fields every device record has, and the record into `rec`.
+  auto place = [&](auto r, CUpti_ActivityKind kind) {
+    r.kind = kind;
+    r.start = static_cast<uint64_t>(start);
+    r.end = static_cast<uint64_t>(end);
+    r.deviceId = w.device;
+    r.contextId = context;
+    r.streamId = w.stream;
+    r.correlationId = corr;
+    r.graphId = w.graph_id;
+    rec.resize(sizeof(r));
+    std::memcpy(rec.data(), &r, sizeof(r));
+  };
   if (w.kind == FAKE_CUPTI_KERNEL) {
     CUpti_ActivityKernel10 k{};
-    k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-    k.start = static_cast<uint64_t>(start);
-    k.end = static_cast<uint64_t>(end);
-    k.completed = k.end;
-    k.deviceId = w.device;
-    k.contextId = 1;
-    k.streamId = w.stream;
+    k.completed = static_cast<uint64_t>(end);
     k.gridX = static_cast<int32_t>(w.grid[0] ? w.grid[0] : 1);
     k.gridY = static_cast<int32_t>(w.grid[1] ? w.grid[1] : 1);
     k.gridZ = static_cast<int32_t>(w.grid[2] ? w.grid[2] : 1);
@@ -272,48 +341,39 @@ std::vector<uint8_t> device_record(State& s, const fake_cupti_work& w, int64_t s
     k.blockZ = static_cast<int32_t>(w.block[2] ? w.block[2] : 1);
     k.registersPerThread = static_cast<uint16_t>(w.registers_per_thread);
     k.dynamicSharedMemory = static_cast<int32_t>(w.shared_memory_bytes);
-    k.correlationId = corr;
-    k.graphId = w.graph_id;
     k.name = keep_name(s, w.name);
-    rec.resize(sizeof(k));
-    std::memcpy(rec.data(), &k, sizeof(k));
+    place(k, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   } else if (w.kind == FAKE_CUPTI_MEMCPY) {
     CUpti_ActivityMemcpy6 m{};
-    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
     m.copyKind = w.copy_kind ? w.copy_kind : uint8_t(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
     m.srcKind = w.src_kind;
     m.dstKind = w.dst_kind;
     m.bytes = w.bytes;
-    m.start = static_cast<uint64_t>(start);
-    m.end = static_cast<uint64_t>(end);
-    m.deviceId = w.device;
-    m.contextId = 1;
-    m.streamId = w.stream;
-    m.correlationId = corr;
-    m.graphId = w.graph_id;
-    rec.resize(sizeof(m));
-    std::memcpy(rec.data(), &m, sizeof(m));
+    place(m, CUPTI_ACTIVITY_KIND_MEMCPY);
+  } else if (w.kind == FAKE_CUPTI_MEMCPY_PEER) {
+    CUpti_ActivityMemcpyPtoP4 m{};
+    m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+    m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m.bytes = w.bytes;
+    m.srcDeviceId = w.device;
+    m.srcContextId = context;
+    m.dstDeviceId = w.device ^ 1u;
+    m.dstContextId = (w.device ^ 1u) + 1;
+    place(m, CUPTI_ACTIVITY_KIND_MEMCPY2);
   } else {
     CUpti_ActivityMemset4 m{};
-    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
     m.bytes = w.bytes;
-    m.start = static_cast<uint64_t>(start);
-    m.end = static_cast<uint64_t>(end);
-    m.deviceId = w.device;
-    m.contextId = 1;
-    m.streamId = w.stream;
-    m.correlationId = corr;
-    m.graphId = w.graph_id;
-    rec.resize(sizeof(m));
-    std::memcpy(rec.data(), &m, sizeof(m));
+    place(m, CUPTI_ACTIVITY_KIND_MEMSET);
   }
   return rec;
 }
 
 CUpti_ActivityKind activity_kind(int work_kind) {
-  return work_kind == FAKE_CUPTI_KERNEL   ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
-         : work_kind == FAKE_CUPTI_MEMCPY ? CUPTI_ACTIVITY_KIND_MEMCPY
-                                          : CUPTI_ACTIVITY_KIND_MEMSET;
+  return work_kind == FAKE_CUPTI_KERNEL        ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+         : work_kind == FAKE_CUPTI_MEMCPY      ? CUPTI_ACTIVITY_KIND_MEMCPY
+         : work_kind == FAKE_CUPTI_MEMCPY_PEER ? CUPTI_ACTIVITY_KIND_MEMCPY2
+                                               : CUPTI_ACTIVITY_KIND_MEMSET;
 }
 
 bool is_13_0(const State& s) {
@@ -345,7 +405,7 @@ void emit_work(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const fak
     }
   }
   s.last_device_end_ns = std::max(s.last_device_end_ns, end);
-  if (s.cfg.device_records == FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER && !unknown) {
+  if (device_records_mode(s) == FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER && !unknown) {
     s.pending.push_back({start, end, w.device, std::move(rec), planted});
     return;
   }
@@ -355,8 +415,33 @@ void emit_work(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const fak
 }  // namespace
 
 State& st() {
-  static State* s = new State();  // never destroyed: client threads may outlive statics
+  static State* s = [] {
+    auto* n = new State();  // never destroyed: client threads may outlive statics
+    n->matrix = matrix_from_env();
+    apply_matrix_locked(*n);
+    return n;
+  }();
   return *s;
+}
+
+fake_cupti_matrix matrix_from_env() {
+  const char* env = std::getenv("GPUUTIL_FAKE_CUPTI_MATRIX");
+  fake_cupti_matrix m{};
+  const std::string err = fake_matrix::parse(env ? env : "", m);
+  if (!err.empty()) {
+    std::fprintf(stderr, "fake CUPTI: GPUUTIL_FAKE_CUPTI_MATRIX=%s: %s\n", env, err.c_str());
+    std::abort();
+  }
+  return m;
+}
+
+void apply_matrix_locked(State& s) {
+  s.per_thread = s.matrix.buffers != FAKE_CUPTI_BUFFERS_GLOBAL;
+  s.switch_pending = s.matrix.buffers == FAKE_CUPTI_BUFFERS_SWITCH;
+}
+
+int device_records_mode(const State& s) {
+  return s.cfg.device_records != 0 ? s.cfg.device_records : s.matrix.device_records;
 }
 
 int64_t mono_ns() {
@@ -420,7 +505,14 @@ void flush_and_deliver(bool flush, bool forced) {
   if (forced) ++s.stats.forced_flushes;
   const int64_t now = mono_ns();
   complete_device_work(lk, s, now, forced);
-  deliver(lk, s, take_locked(s, flush, forced, now));
+  std::vector<Buffer> out = take_locked(s, flush, forced, now);
+  if (flush && !forced && s.switch_pending) {
+    // buffers=switch: from now on every thread writes the global buffer, as
+    // after another client set PER_THREAD_ACTIVITY_BUFFER=0 mid-session.
+    s.switch_pending = false;
+    s.per_thread = false;
+  }
+  deliver(lk, s, std::move(out));
 }
 
 void ensure_worker() {
@@ -428,13 +520,46 @@ void ensure_worker() {
   if (!s.worker.joinable()) s.worker = std::thread(worker_loop);
 }
 
-void clear_buffers_locked(State& s) {
-  for (Slot* slot : s.thread_slots) {
-    slot->cur = Buffer{};
-    slot->closed.clear();
-  }
+uint64_t forget_buffers_locked(State& s) {
+  uint64_t n = 0;
+  auto forget = [&](Slot& slot) {
+    n += slot.closed.size() + (slot.cur.data ? 1 : 0) + (slot.spare.data ? 1 : 0);
+    slot.cur = Buffer{};
+    slot.spare = Buffer{};
+    slot.closed.clear();
+  };
+  for (Slot* slot : s.thread_slots) forget(*slot);
+  forget(s.global_slot);
+  for (auto& [device, slot] : s.device_slots) forget(slot);
   s.device_slots.clear();
   s.pending.clear();
+  return n;
+}
+
+void finalize_all() {
+  State& s = st();
+  std::lock_guard<std::mutex> writer(s.writer_mu);
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.stats.buffers_lost_at_finalize += forget_buffers_locked(s);
+  s.stats.enabled_kinds_mask = 0;
+  s.runtime_all = s.driver_all = false;
+  s.runtime_override.clear();
+  s.driver_override.clear();
+  s.request = nullptr;
+  s.complete = nullptr;
+  s.stats.callbacks_registered = 0;
+  s.timestamp.store(nullptr);
+  s.stats.timestamp_callback_set = 0;
+  measure_clock_offset();
+  s.stats.subscribed = 0;
+  s.thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
+  s.per_thread = true;
+  s.switch_pending = false;
+  ++s.stats.finalized;
+}
+
+void clear_buffers_locked(State& s) {
+  forget_buffers_locked(s);
   s.stream_free_ns.clear();
   s.last_device_end_ns = INT64_MIN;
 }
@@ -443,18 +568,25 @@ void clear_buffers_locked(State& s) {
 
 using namespace fake;
 
-extern "C" {
+namespace {
 
-uint32_t fake_cupti_call_api(const fake_cupti_call* call) {
+// One API call (see fake_cupti_call_api); return_value != 0: it failed, and
+// enqueues and waits for nothing.
+uint32_t call_api(const fake_cupti_call* call, int return_value) {
   State& s = st();
   const uint32_t corr = s.correlation.fetch_add(1);
   const bool explicit_times = call->start_ns != 0 || call->end_ns != 0;
+  const bool failed = return_value != 0;
+  const int n_work = failed ? 0 : call->n_work;
   int64_t start = explicit_times ? call->start_ns : mono_ns();
   int64_t end = explicit_times ? call->end_ns : start + call->api_ns;
+  // No call is recorded before it began: a call planted ahead of real time
+  // is made at its start (a scenario computed ahead plays in real time).
+  if (start > mono_ns()) sleep_until(start);
   std::unique_lock<std::mutex> lk(s.mu);
   // Schedule the device work on its streams.
   std::vector<std::pair<int64_t, int64_t>> times;
-  for (int i = 0; i < call->n_work; ++i) {
+  for (int i = 0; i < n_work; ++i) {
     const fake_cupti_work& w = call->work[i];
     int64_t& free_ns = s.stream_free_ns[{w.device, w.stream}];
     int64_t a = w.start_ns, b = w.end_ns;
@@ -466,7 +598,7 @@ uint32_t fake_cupti_call_api(const fake_cupti_call* call) {
     times.emplace_back(a, b);
   }
   // A synchronizing call returns once the work it waits for is done.
-  if (call->sync != FAKE_CUPTI_SYNC_NONE && !explicit_times) {
+  if (call->sync != FAKE_CUPTI_SYNC_NONE && !explicit_times && !failed) {
     int64_t done = INT64_MIN;
     for (const auto& [key, free_ns] : s.stream_free_ns) {
       if (key.first == call->sync_device && (call->sync == FAKE_CUPTI_SYNC_DEVICE || key.second == call->sync_stream)) {
@@ -478,37 +610,64 @@ uint32_t fake_cupti_call_api(const fake_cupti_call* call) {
     sleep_until(end);
     lk.lock();
   }
-  Slot& slot = thread_slot_locked(s);
-  const CUpti_CallbackDomain domain = static_cast<CUpti_CallbackDomain>(call->domain);
-  const CUpti_ActivityKind api_kind =
-      domain == CUPTI_CB_DOMAIN_DRIVER_API ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
-  if (api_traced(s, domain, call->cbid)) {
-    const int64_t offset = clock_offset_ns();
-    CUpti_ActivityAPI r{};
-    r.kind = api_kind;
-    r.cbid = call->cbid;
-    r.start = static_cast<uint64_t>(start + offset);
-    r.end = static_cast<uint64_t>(end + offset);
-    r.processId = static_cast<uint32_t>(getpid());
-    r.threadId = this_thread_id(s);
-    r.correlationId = corr;
-    put(lk, s, slot, &r, sizeof(r), false, 0, 0);
-  }
-  if (call->sync != FAKE_CUPTI_SYNC_NONE && kind_enabled(s, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) {
-    CUpti_ActivitySynchronization2 y{};
-    y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-    y.type = call->sync == FAKE_CUPTI_SYNC_DEVICE ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE
-                                                  : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-    y.start = static_cast<uint64_t>(start + clock_offset_ns());
-    y.end = static_cast<uint64_t>(end + clock_offset_ns());
-    y.correlationId = corr;
-    y.streamId = call->sync_stream;
-    put(lk, s, slot, &y, sizeof(y), false, 0, 0);
-  }
+  // The call's host records: its API record (if that callback id is
+  // traced) and, for a synchronizing call, its synchronization record.
+  auto host_records = [&](Slot& slot) {
+    const CUpti_CallbackDomain domain = static_cast<CUpti_CallbackDomain>(call->domain);
+    if (api_traced(s, domain, call->cbid)) {
+      const int64_t offset = clock_offset_ns();
+      CUpti_ActivityAPI r{};
+      r.kind = domain == CUPTI_CB_DOMAIN_DRIVER_API ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+      r.cbid = call->cbid;
+      r.start = static_cast<uint64_t>(start + offset);
+      r.end = static_cast<uint64_t>(end + offset);
+      r.processId = static_cast<uint32_t>(getpid());
+      r.threadId = this_thread_id(s);
+      r.correlationId = corr;
+      r.returnValue = static_cast<uint32_t>(return_value);
+      put(lk, s, slot, &r, sizeof(r), false, 0, 0);
+    }
+    if (call->sync != FAKE_CUPTI_SYNC_NONE && !failed && kind_enabled(s, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) {
+      CUpti_ActivitySynchronization2 y{};
+      y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+      y.type = call->sync == FAKE_CUPTI_SYNC_DEVICE ? CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE
+                                                    : CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+      y.start = static_cast<uint64_t>(start + clock_offset_ns());
+      y.end = static_cast<uint64_t>(end + clock_offset_ns());
+      y.correlationId = corr;
+      y.contextId = call->sync_device + 1;
+      y.streamId = call->sync_stream;
+      put(lk, s, slot, &y, sizeof(y), false, 0, 0);
+    }
+  };
+  const bool at_exit = s.matrix.api_record_at_exit != 0;
+  if (!at_exit) host_records(writing_slot_locked(s));
   if (!call->captured) {
-    for (int i = 0; i < call->n_work; ++i) emit_work(lk, s, slot, call->work[i], times[i].first, times[i].second, corr);
+    for (int i = 0; i < n_work; ++i) {
+      emit_work(lk, s, writing_slot_locked(s), call->work[i], times[i].first, times[i].second, corr);
+    }
+  }
+  if (at_exit) {
+    // CUPTI writes the API record when the call returns: after the device
+    // records the call reserved, and not before the call's end.
+    if (end > mono_ns()) {
+      lk.unlock();
+      sleep_until(end);
+      lk.lock();
+    }
+    host_records(writing_slot_locked(s));
   }
   return corr;
+}
+
+}  // namespace
+
+extern "C" {
+
+uint32_t fake_cupti_call_api(const fake_cupti_call* call) { return call_api(call, 0); }
+
+uint32_t fake_cupti_call_api_failed(const fake_cupti_call* call, int return_value) {
+  return call_api(call, return_value != 0 ? return_value : 1);
 }
 
 }  // extern "C"
@@ -517,8 +676,9 @@ namespace fake {
 void emit_device_work_batch(const fake_cupti_work* work, size_t n) {
   State& s = st();
   std::unique_lock<std::mutex> lk(s.mu);
-  Slot& slot = thread_slot_locked(s);
-  for (size_t i = 0; i < n; ++i) emit_work(lk, s, slot, work[i], work[i].start_ns, work[i].end_ns, s.correlation.fetch_add(1));
+  for (size_t i = 0; i < n; ++i) {
+    emit_work(lk, s, writing_slot_locked(s), work[i], work[i].start_ns, work[i].end_ns, s.correlation.fetch_add(1));
+  }
 }
 }  // namespace fake
 
@@ -534,7 +694,7 @@ void fake_cupti_device_work(const fake_cupti_work* work, uint32_t correlation_id
     b = a + work->duration_ns;
     free_ns = b;
   }
-  emit_work(lk, s, thread_slot_locked(s), *work, a, b, correlation_id);
+  emit_work(lk, s, writing_slot_locked(s), *work, a, b, correlation_id);
 }
 
 void fake_cupti_launch_kernel(const char* name, uint32_t stream, int64_t duration_ns, int64_t latency_ns) {
@@ -570,7 +730,7 @@ int64_t fake_cupti_now_ns(void) { return now_ns(); }
 
 void fake_cupti_reset(const fake_cupti_config* config) {
   State& s = st();
-  if (s.scenario.joinable()) s.scenario.join();
+  fake_cupti_wait();
   std::lock_guard<std::mutex> writer(s.writer_mu);
   std::lock_guard<std::mutex> lock(s.mu);
   s.cfg = config ? *config : fake_cupti_config{};
@@ -585,6 +745,41 @@ void fake_cupti_reset(const fake_cupti_config* config) {
   // Buffers the fake held belong to the previous client; forget them.
   clear_buffers_locked(s);
   s.pending_dropped = 0;
+  apply_matrix_locked(s);
+}
+
+int fake_cupti_configure(const fake_cupti_matrix* matrix) {
+  State& s = st();
+  const fake_cupti_matrix m = matrix ? *matrix : matrix_from_env();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.matrix = m;
+  apply_matrix_locked(s);
+  return 0;
+}
+
+int fake_cupti_configure_text(const char* cell) {
+  fake_cupti_matrix m{};
+  const std::string err = fake_matrix::parse(cell ? cell : "", m);
+  if (!err.empty()) {
+    std::fprintf(stderr, "fake CUPTI: matrix \"%s\": %s\n", cell, err.c_str());
+    return -1;
+  }
+  return fake_cupti_configure(&m);
+}
+
+const char* fake_cupti_cells_for_run(void) {
+  static const std::string cells = [] {
+    std::string out;
+    for (const fake_cupti_matrix& m : fake_matrix::cells_for_run()) out += (out.empty() ? "" : ";") + fake_matrix::name(m);
+    return out;
+  }();
+  return cells.c_str();
+}
+
+fake_cupti_matrix fake_cupti_get_matrix(void) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.matrix;
 }
 
 fake_cupti_stats fake_cupti_get_stats(void) {
@@ -594,13 +789,15 @@ fake_cupti_stats fake_cupti_get_stats(void) {
   out.buffers_held = 0;
   out.pending_device_work = s.pending.size();
   auto count = [&](const Slot& slot) {
-    out.buffers_held += static_cast<int>(slot.closed.size()) + (slot.cur.data ? 1 : 0);
+    out.buffers_held += static_cast<int>(slot.closed.size()) + (slot.cur.data ? 1 : 0) + (slot.spare.data ? 1 : 0);
     for (const Buffer& b : slot.closed) out.pending_device_work += b.reserved.size();
     out.pending_device_work += slot.cur.reserved.size();
   };
   for (const Slot* slot : s.thread_slots) count(*slot);
+  count(s.global_slot);
   for (const auto& [device, slot] : s.device_slots) count(slot);
   out.thread_id_type = s.thread_id_type;
+  out.per_thread_buffers = s.per_thread ? 1 : 0;
   uint32_t runtime = 0, driver = 0;
   for (uint32_t id = 1; id < callback_id_count(CUPTI_CB_DOMAIN_RUNTIME_API); ++id)
     runtime += api_traced(s, CUPTI_CB_DOMAIN_RUNTIME_API, id);

@@ -157,6 +157,7 @@ int fake_cupti_run_scenario(const fake_cupti_scenario* scenario) {
 void fake_cupti_wait(void) {
   State& s = st();
   if (s.scenario.joinable()) s.scenario.join();
+  if (s.teardown.joinable()) s.teardown.join();
 }
 
 }  // extern "C"

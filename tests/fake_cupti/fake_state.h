@@ -2,9 +2,11 @@
 //
 // One process-wide State, guarded by `mu`. Records live in client buffers
 // held in Slots: one Slot per application thread (CUDA 13's per-thread
-// activity buffers) and one per device (device records written at
-// completion, FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER). A Slot has a
-// current buffer being written and closed buffers waiting for delivery.
+// activity buffers) or one global Slot (PER_THREAD_ACTIVITY_BUFFER=0), and
+// one per device (device records written at completion,
+// FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER). A Slot has a current buffer
+// being written, closed buffers waiting for delivery and, with the matrix's
+// hold_empty, a prefetched empty spare.
 // Client callbacks are never called with `mu` held: requests happen with
 // `mu` released on the thread that needs a buffer, deliveries happen after
 // the buffers were taken out of the state.
@@ -44,6 +46,8 @@ struct Buffer {
   int64_t complete_at_ns = INT64_MIN;  // every record is complete once mono_ns() >= this
   std::vector<Reserved> reserved;
   bool full = false;  // closed because the next record did not fit (CUPTI hands these over by itself)
+  size_t records = 0;
+  size_t max_records = 0;  // bufferRequested's maxNumRecords: full once it holds this many (0: no limit)
   // Holds a planted record-level fault (zero timestamps, unknown kind): no
   // buffer-level fault is applied to it, so every planted fault stays
   // observable whatever order buffers complete in.
@@ -53,6 +57,7 @@ struct Buffer {
 struct Slot {
   Buffer cur;                 // data == nullptr: none yet
   std::deque<Buffer> closed;  // full or flushed, waiting for their records to complete
+  Buffer spare;               // hold_empty: requested ahead, empty; only a forced flush returns it
   bool is_device = false;
 };
 
@@ -68,7 +73,10 @@ struct PendingWork {
 struct State {
   std::mutex mu;
   fake_cupti_config cfg{};
+  fake_cupti_matrix matrix{};  // kept across resets (fake_cupti_configure)
   fake_cupti_stats stats{};
+  bool per_thread = true;      // CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER
+  bool switch_pending = false;  // matrix buffers=switch: per_thread goes to false at the next default flush
   CUpti_BuffersCallbackRequestFunc request = nullptr;
   CUpti_BuffersCallbackCompleteFunc complete = nullptr;
   std::atomic<CUpti_TimestampCallbackFunc> timestamp{nullptr};
@@ -84,6 +92,7 @@ struct State {
   std::string other_subscriber;  // another tool holds the subscription
   // Buffers.
   std::vector<Slot*> thread_slots;        // never freed (threads may outlive a reset)
+  Slot global_slot;                       // PER_THREAD_ACTIVITY_BUFFER=0
   std::map<uint32_t, Slot> device_slots;  // by device
   std::vector<PendingWork> pending;       // device-buffer mode: not yet complete
   std::atomic<uint64_t> pending_dropped{0};
@@ -99,6 +108,7 @@ struct State {
   bool worker_quit = false;
   std::mutex writer_mu;  // one writer of device slots at a time (worker or flusher)
   std::thread scenario;
+  std::thread teardown;  // the second client's deferred cuptiFinalize (FAKE_CUPTI_CLIENT_TEARDOWN)
 };
 
 State& st();
@@ -129,6 +139,16 @@ void stop_worker();
 void clear_buffers_locked(State& s);
 
 uint32_t this_thread_id(const State& s);
+
+// The matrix the fake starts with: GPUUTIL_FAKE_CUPTI_MATRIX, or defaults
+// (a malformed value stops the process with the reason).
+fake_cupti_matrix matrix_from_env();
+// Puts the buffer attribute where the matrix starts it (mu held).
+void apply_matrix_locked(State& s);
+// Where device records go: config.device_records when set, else the matrix.
+int device_records_mode(const State& s);
+// cuptiFinalize: everything CUPTI holds is dropped (mu released).
+void finalize_all();
 
 // Device work with no API call, many items under one lock (streaming
 // scenarios); each item gets its own correlation id.

@@ -8,8 +8,8 @@ values, which nothing else checks on a report as written:
 
 - steps: ascending, one entry per step number; ``wall_ns == end_ns -
   start_ns >= 0``;
-- every device entry of a step: one per (rank, device); the ten buckets
-  non-negative and summing exactly to ``wall_ns``; the seven ``idle_*`` to
+- every device entry of a step: one per (rank, device); the eleven buckets
+  non-negative and summing exactly to ``wall_ns``; the eight ``idle_*`` to
   ``idle_ns``; compute + communication + memory to ``busy_ns``;
   ``communication.overlap_ns == total_ns - breakdown.communication`` within
   [0, total]; culprits per cause no more than their bucket, largest first;
@@ -20,7 +20,8 @@ values, which nothing else checks on a report as written:
 - one rank: each device's and each host thread's ``wall_ns`` is the step's,
   and every step lists every device;
 - summary: ``steps`` is the step count; ``steps_wall_ns`` the sum of step
-  walls; ``outside_steps_ns == max(0, trace_span_ns - steps_wall_ns)``;
+  walls; ``outside_steps_ns == max(0, trace_span_ns - steps_wall_ns -
+  last_step_backlog_ns - last_step_unrecorded_ns)`` (both 0 when absent);
   ``step_wall_p50_ns`` the lower median; per device the wall, buckets and
   kernels are the sums over steps, ``busy_pct``/``idle_pct`` agree with them;
 - findings: ``recoverable_ns >= 0``, ``share_of_wall`` in [0, 1], and
@@ -41,7 +42,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from gpuutil._report_check import check_report
 
 DEVICE_BUCKETS = ("compute", "communication", "memory", "idle_dataloader", "idle_host_sync", "idle_collective",
-                  "idle_launch", "idle_host", "idle_dependency", "idle_unattributed")
+                  "idle_launch", "idle_host", "idle_dependency", "idle_unattributed", "idle_kernel_gap")
 IDLE_BUCKETS = tuple(b for b in DEVICE_BUCKETS if b.startswith("idle_"))
 HOST_BUCKETS = ("dataloader", "forward", "backward", "optimizer", "host_sync", "collective", "other")
 MEMCPY_DIRECTIONS = {"htod", "dtoh", "dtod", "htoh", "ptop", "unknown"}
@@ -253,10 +254,12 @@ def _check(report: Dict[str, Any], sources: int, registry: List[Tuple[str, str]]
         _fail("summary.steps_wall_ns", f"is {summary['steps_wall_ns']}, step walls sum to {sum(walls)}")
     _nonneg(summary["trace_span_ns"], "summary.trace_span_ns")
     if "steps_wall_ns" in summary:
-        want = max(0, summary["trace_span_ns"] - summary["steps_wall_ns"])
+        tail = summary.get("last_step_backlog_ns", 0) + summary.get("last_step_unrecorded_ns", 0)
+        want = max(0, summary["trace_span_ns"] - summary["steps_wall_ns"] - tail)
         if summary["outside_steps_ns"] != want:
             _fail("summary.outside_steps_ns", f"is {summary['outside_steps_ns']}, want max(0, trace_span_ns - "
-                                              f"steps_wall_ns) = {want}")
+                                              f"steps_wall_ns - last_step_backlog_ns - last_step_unrecorded_ns) "
+                                              f"= {want}")
     if one_rank and "step_wall_p50_ns" in summary:
         want_p50 = walls[(len(walls) - 1) // 2] if walls else None
         if summary["step_wall_p50_ns"] != want_p50:

@@ -30,9 +30,10 @@ import gpuutil
 
 
 class SleepyDataset(torch.utils.data.Dataset):
-    def __init__(self, n: int, sleep_s: float) -> None:
+    def __init__(self, n: int, sleep_s: float, d_in: int = 64, d_out: int = 8) -> None:
         self.n = n
         self.sleep_s = sleep_s
+        self.d_in, self.d_out = d_in, d_out
 
     def __len__(self) -> int:
         return self.n
@@ -41,7 +42,7 @@ class SleepyDataset(torch.utils.data.Dataset):
         if self.sleep_s > 0:
             time.sleep(self.sleep_s)
         g = torch.Generator().manual_seed(i)
-        return torch.randn(64, generator=g), torch.randn(8, generator=g)
+        return torch.randn(self.d_in, generator=g), torch.randn(self.d_out, generator=g)
 
 
 def main() -> int:
@@ -57,6 +58,13 @@ def main() -> int:
     ap.add_argument("--profile-before-init", action="store_true",
                     help="start the profile before init_process_group (the view must turn on later)")
     ap.add_argument("--no-cluster", action="store_true")
+    ap.add_argument(
+        "--hidden", type=int, default=0,
+        help="an MLP 256-H-...-H-10 with --depth hidden layers instead of the 9k-parameter net",
+    )
+    ap.add_argument("--depth", type=int, default=2, help="hidden layers of the --hidden MLP")
+    ap.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP's bucket_cap_mb")
+    ap.add_argument("--batch-size", type=int, default=1, help="samples per step (each sleeps the per-sample time)")
     ap.add_argument("--timeout-s", type=float, default=20.0)
     ap.add_argument("--interval-ms", type=float, default=200.0)
     ap.add_argument("--stop-early-rank", type=int, default=-1)
@@ -78,11 +86,23 @@ def main() -> int:
     slow = rank == args.slow_rank or int(os.environ.get("LOCAL_RANK", "-2")) == args.slow_local_rank
     sleep_s = (args.base_ms + (args.slow_ms if slow else 0.0)) / 1e3
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
-    model = torch.nn.parallel.DistributedDataParallel(net)
+    if args.hidden > 0:
+        layers: list = []
+        d = 256
+        for _ in range(args.depth):
+            layers += [torch.nn.Linear(d, args.hidden), torch.nn.ReLU()]
+            d = args.hidden
+        net = torch.nn.Sequential(*layers, torch.nn.Linear(d, 10))
+        dims = (256, 10)
+    else:
+        net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 8))
+        dims = (64, 8)
+    ddp_kw = {} if args.bucket_cap_mb is None else {"bucket_cap_mb": args.bucket_cap_mb}
+    model = torch.nn.parallel.DistributedDataParallel(net, **ddp_kw)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = torch.utils.data.DataLoader(
-        SleepyDataset(10_000, sleep_s), batch_size=1, num_workers=0, shuffle=False
+        SleepyDataset(10_000 * args.batch_size, sleep_s, *dims), batch_size=args.batch_size, num_workers=0,
+        shuffle=False,
     )
 
     if args.ab_blocks > 0:
@@ -99,14 +119,14 @@ def main() -> int:
         if rank == args.stop_early_rank and step == args.stop_early_step:
             if prof is not None:
                 prof.stop()
-            _write(args.out, rank, prof, t0, step + 1, 0.0, slow)
+            _write(args.out, rank, prof, t0, step + 1, 0.0, slow, model)
             return 0
     ddp_s = time.perf_counter() - t0
     for step in range(args.local_steps):  # no collectives: ranks may have left
         _train_step(net, opt, it)
     if prof is not None:
         prof.stop()
-    _write(args.out, rank, prof, t0, args.steps, ddp_s, slow)
+    _write(args.out, rank, prof, t0, args.steps, ddp_s, slow, model)
     if args.local_steps == 0 and args.kill_rank < 0 and args.stop_early_rank < 0:
         dist.destroy_process_group()
     return 0
@@ -159,9 +179,18 @@ def _ab_blocks(args: argparse.Namespace, rank: int, model, opt, it) -> int:
     return 0
 
 
-def _write(out: str, rank: int, prof, t0: float, steps: int, ddp_s: float, slow: bool) -> None:
+def _buckets(model) -> int:
+    """The gradient buckets DDP all-reduced in its last iteration."""
+    try:
+        return int(model._get_ddp_logging_data().get("num_buckets_reduced", 0))
+    except Exception:  # noqa: BLE001 - a private API; the count is informative only
+        return 0
+
+
+def _write(out: str, rank: int, prof, t0: float, steps: int, ddp_s: float, slow: bool, model) -> None:
     summary = prof.summary() if prof is not None else None
     doc = {
+        "ddp_buckets": _buckets(model),
         "rank": rank,
         "steps": steps,
         "slow": slow,

@@ -26,7 +26,7 @@ from conftest import all_traces
 BREAKDOWN_KEYS = [
     "compute", "communication", "memory",
     "idle_dataloader", "idle_host_sync", "idle_collective", "idle_launch", "idle_host", "idle_dependency",
-    "idle_unattributed",
+    "idle_unattributed", "idle_kernel_gap",
 ]
 IDLE_KEYS = [k for k in BREAKDOWN_KEYS if k.startswith("idle_")]
 CAUSES = [k[len("idle_"):] for k in IDLE_KEYS]
@@ -108,8 +108,8 @@ def test_every_trace_accounts_exactly(path, reports, installed_gpuutil):
     text, rep = reports(path)
     assert "\n" not in text, "compact JSON must be one line"
     assert rep["schema"] == "gpuutil.report/1"
-    assert list(rep) == ["schema", "sources", "flops_source", "workload", "steps", "summary", "findings",
-                         "diagnostics"]
+    assert list(rep) == ["schema", "sources", "flops_source", "workload", "loaders", "steps", "summary",
+                         "findings", "diagnostics"]
     assert list(rep["workload"]) == ["kind", "evidence", "capture_ns"]
     assert rep["workload"]["kind"] in ("training", "inference", "capture", "unknown")
     assert _is_int(rep["workload"]["capture_ns"]) and rep["workload"]["capture_ns"] >= 0

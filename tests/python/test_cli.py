@@ -315,3 +315,20 @@ def test_analyze_starts_without_argparse(tmp_path, installed_gpuutil):
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2
     assert "must be between 0 and 16" in bad.stderr
+
+
+def test_the_largest_idle_cause_of_a_step_is_never_the_kernel_gap():
+    # Issue 26: sub-20 us gaps between queued kernels (idle_kernel_gap) are
+    # the device's own turnaround, never "the" cause of a step's idle.
+    from gpuutil import _table
+
+    b = {"compute": 900, "communication": 0, "memory": 0, "idle_dataloader": 0, "idle_host_sync": 0,
+         "idle_collective": 0, "idle_launch": 20, "idle_host": 10, "idle_dependency": 0, "idle_unattributed": 0,
+         "idle_kernel_gap": 70}
+    report = {"steps": [{"step": 1, "devices": [{"device": 0, "rank": 0, "wall_ns": 1000, "idle_ns": 100,
+                                                 "breakdown_ns": b, "kernels": 5, "sm_efficiency_est": None,
+                                                 "mfu": None}]}],
+              "summary": {"devices": []}, "sources": []}
+    row = next(line for line in _table.step_table(report) if line.lstrip().startswith("1 "))
+    assert "launch 2.0%" in row, row
+    assert "kernel_gap" not in row

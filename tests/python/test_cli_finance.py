@@ -4,7 +4,10 @@ Pins: the text report leads with the top finding (before the step table)
 and lists the other findings with evidence and fix; with $/GPU-hour and
 units per step it shows cost, idle GPU time and cost per unit computed from
 the report's own numbers; OEE = availability x performance x quality with
-performance = MFU while busy; bad finance inputs exit 2.
+the playbook's definitions (availability = share of the time held in steps,
+performance = MFU in steps; the Prometheus rules' definitions, pinned to
+the same numbers in test_fleet_oee.py); bad finance inputs exit 2, and the
+finance block is shown for gpuutil's own reports (a steps JSONL) too.
 """
 
 from __future__ import annotations
@@ -47,10 +50,14 @@ def test_finance_figures_follow_the_report(trace, installed_gpuutil):
     assert f["idle_cost_usd"] == pytest.approx(3.0 * idle / 3.6e12)
     steps = rep["summary"]["steps"]
     assert f["cost_per_sample_usd"] == pytest.approx(f["cost_usd"] / (steps * 256))
-    assert f["availability"] == pytest.approx(1 - idle / wall)
-    # performance is MFU while busy, so OEE = MFU x quality.
+    summary = rep["summary"]
+    held = summary["steps_wall_ns"] + summary["outside_steps_ns"]
+    assert summary["outside_steps_ns"] > 0  # this trace has time outside steps: availability < 1
+    assert f["availability"] == pytest.approx(summary["steps_wall_ns"] / held)
+    # performance is MFU in steps, so availability x performance = MFU over the time held.
     assert f["performance_source"] == "MFU"
-    assert f["oee"] == pytest.approx(dev["mfu"] * 0.9)
+    assert f["performance"] == pytest.approx(dev["mfu"])
+    assert f["oee"] == pytest.approx(dev["mfu"] * summary["steps_wall_ns"] / held * 0.9)
 
 
 def test_cli_prints_the_finance_block(run_cli, trace):
@@ -60,8 +67,26 @@ def test_cli_prints_the_finance_block(run_cli, trace):
     block = proc.stdout.split("Finance:")[1]
     assert re.search(r"GPU time [0-9.]+ GPU-h, idle [0-9.]+ GPU-h \([0-9.]+%\)", block)
     assert "effective cost per 1M tokens $" in block
-    assert re.search(r"OEE [0-9.]+% = availability [0-9.]+% x performance [0-9.]+% \(MFU while busy\) "
-                     r"x quality 0.98", block)
+    assert re.search(r"OEE [0-9.]+% = availability [0-9.]+% \(time held in steps\) x performance [0-9.]+% "
+                     r"\(MFU in steps\) x quality 0.98", block)
+
+
+def test_finance_block_is_shown_for_a_steps_jsonl(run_cli, trace, installed_gpuutil, tmp_path):
+    """gpuutil's own reports get the finance block the trace gets (it was
+    silently left out), with the same figures."""
+    import json
+
+    rep = installed_gpuutil.analyze(trace(RESNET), flops_per_step=3e12, peak_tflops=125)
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(rep))
+    args = ("--usd-per-gpu-hour", "2.5", "--quality", "0.5")
+    from_report = run_cli("analyze", path, *args)
+    assert from_report.returncode == 0, from_report.stderr
+    assert "Finance:" in from_report.stdout
+    doc = json.loads(run_cli("analyze", path, "--json", *args).stdout)
+    expected = finance_figures(rep, FinanceInputs(usd_per_gpu_hour=2.5, quality=0.5))
+    assert doc["finance"]["oee"] == pytest.approx(expected["oee"])
+    assert doc["finance"]["cost_usd"] == pytest.approx(expected["cost_usd"])
 
 
 def test_no_finance_block_without_inputs(run_cli, trace):

@@ -207,9 +207,10 @@ def test_prometheus_has_per_rank_series_from_a_live_record(parser, record):
     skew = {s.labels["rank"]: s.value for s in samples["gpuutil_rank_start_skew_p50_seconds"]}
     assert skew["3"] == pytest.approx(0.009562648)
     (straggler,) = samples["gpuutil_straggler"]
-    assert straggler.labels == {"rank": "2", "host": "vm", "cause": "dataloader"} and straggler.value == 1.0
+    job = {"job_id": metrics.job_id}  # every series carries the job (docs/fleet.md)
+    assert straggler.labels == {**job, "rank": "2", "host": "vm", "cause": "dataloader"} and straggler.value == 1.0
     (world,) = samples["gpuutil_cluster_world_size"]
-    assert world.labels == {"rank": "0", "host": "leader"} and world.value == 4.0
+    assert world.labels == {**job, "rank": "0", "host": "leader"} and world.value == 4.0
     assert samples["gpuutil_cluster_missing_ranks"][0].value == 0.0
     assert "gpuutil_steps_total" not in samples  # a record is no step report
 
@@ -465,7 +466,8 @@ def test_a_leader_jsonl_with_cluster_records_loads_in_compare_and_the_exporters(
     assert [r["schema"].split("/")[0] for r in kept] == ["gpuutil.report", "gpuutil.cluster", "gpuutil.report"]
     out = tmp_path / "m.prom"
     assert cli.main(["export", "prometheus", str(path), "-o", str(out)]) == 0
-    assert 'gpuutil_straggler{cause="dataloader",host="vm",rank="2"} 1.0' in out.read_text()  # labels sorted
+    job_id = prometheus.PrometheusMetrics().job_id  # the CLI's, from this process's environment
+    assert f'gpuutil_straggler{{cause="dataloader",host="vm",job_id="{job_id}",rank="2"}} 1.0' in out.read_text()
     only_cluster = tmp_path / "cluster_only.jsonl"
     only_cluster.write_text(json.dumps(record) + "\n")
     with pytest.raises(compare.RunError, match="no gpuutil step report"):

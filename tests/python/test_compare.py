@@ -227,3 +227,21 @@ def test_the_library_verdict_fails_closed_on_every_metric_it_cannot_compare():
     assert sorted(doc["cannot_compare"]) == sorted(cases)
     with pytest.raises(ValueError, match="max_regression_pct"):
         compare.diff_metrics(base, cur, (), float("nan"))
+
+
+def test_a_baseline_written_before_idle_kernel_gap_gates_without_a_false_regression(tmp_path, base_report):
+    # A CI baseline from before issue 26 has no idle_kernel_gap: the time was
+    # in idle_dependency. Comparing a current run against it must not read
+    # kernel gaps as a new regression (the metric is unavailable in BASE).
+    old = copy.deepcopy(base_report)
+    for d in [d for s in old["steps"] for d in s["devices"]]:
+        d["breakdown_ns"]["idle_dependency"] += d["breakdown_ns"].pop("idle_kernel_gap")
+    assert base_report["summary"]["devices"][0]["breakdown_ns"]["idle_kernel_gap"] > 0  # ResNet has some
+    base_m, cur_m = compare.run_metrics([old]), compare.run_metrics([base_report])
+    assert base_m["idle_kernel_gap_pct"] is None
+    assert cur_m["idle_kernel_gap_pct"] > 0
+    diffs = {d.metric: d for d in compare.diff_metrics(base_m, cur_m, ["step_wall_p50_ms"], 5.0)}
+    assert diffs["idle_kernel_gap_pct"].problem == "is not available in BASE"
+    assert not diffs["idle_kernel_gap_pct"].regressed
+    assert compare.gate_problems(list(diffs.values())) == []
+    assert not any(d.regressed for d in diffs.values())

@@ -93,6 +93,17 @@ def _count_colors(rows, colors: Dict[str, str], tol: int = 6) -> Dict[str, int]:
     return counts
 
 
+def _screenshot(exe: str, page: Path, shot: Path, size: str) -> Path:
+    """Headless Chromium's screenshot of `page` (a window of `size`, "W,H")."""
+    res = subprocess.run(
+        [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+         "--disable-background-networking", f"--window-size={size}", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert shot.is_file() and shot.stat().st_size > 0, res.stderr[-2000:]
+    return shot
+
+
 @pytest.fixture(scope="module")
 def report(trace, installed_gpuutil):
     return installed_gpuutil.analyze(trace(RESNET))
@@ -113,13 +124,7 @@ def test_html_report_renders_in_headless_chromium(report, tmp_path, run_cli, tra
     page = tmp_path / "report.html"
     proc = run_cli("export", "html", trace(RESNET), "-o", page)
     assert proc.returncode == 0, proc.stderr
-    shot = tmp_path / "shot.png"
-    res = subprocess.run(
-        [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-         "--disable-background-networking", "--window-size=960,1400", f"--screenshot={shot}", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert shot.is_file() and shot.stat().st_size > 0, res.stderr[-2000:]
+    shot = _screenshot(exe, page, tmp_path / "shot.png", "960,1400")
     width, height, rows = _read_png(shot)
     assert (width, height) == (960, 1400)
     # Breakdown plot: compute bars dominate; the trace's idle causes show too.
@@ -150,3 +155,35 @@ def test_stacked_bars_fill_the_step_wall():
     plot_h = html_export._H - html_export._PAD_B - html_export._PAD_T
     assert sum(heights) == pytest.approx(plot_h, abs=0.02)
     assert heights[0] == pytest.approx(0.6 * plot_h, abs=0.01)
+
+
+def _host_step(step: int, loader_ns: int, wall_ns: int = 10_000_000) -> dict:
+    rest = wall_ns - loader_ns
+    main = {"rank": 0, "thread": 0, "tid": 1, "name": "main", "wall_ns": wall_ns,
+            "breakdown_ns": {"dataloader": loader_ns, "forward": rest // 2, "backward": rest // 4,
+                             "optimizer": rest - rest // 2 - rest // 4, "host_sync": 0, "collective": 0, "other": 0},
+            "culprits": {}}
+    return {"schema": "gpuutil.report/1", "sources": [{"path": "live", "rank": 0, "steps_source": "optimizer_step"}],
+            "workload": {"kind": "training", "evidence": "1 backward op; 1 step from optimizer_step", "capture_ns": 0},
+            "steps": [{"step": step, "start_ns": step * wall_ns, "end_ns": (step + 1) * wall_ns, "wall_ns": wall_ns,
+                       "devices": [], "host": [main]}],
+            "summary": {"devices": []}, "findings": [], "diagnostics": []}
+
+
+def test_a_host_only_run_renders_its_per_step_host_breakdown_in_headless_chromium(tmp_path):
+    """A host-only run (a live run without CUPTI) used to get no plot: it
+    gets the main training thread's host categories per step, and its
+    findings once (the run's, not one per step)."""
+    exe = _chromium()
+    reports = [_host_step(i, 6_000_000 if i % 13 != 5 else 100_000) for i in range(80)]
+    page = html_export.render_html(reports)
+    assert page.count('class="host-breakdown"') == 1
+    assert page.count("<li><b>") == 1  # host_dataloader, the run's finding, once
+    assert "The training thread waits for the next batch" in page
+    path = tmp_path / "host.html"
+    path.write_text(page)
+    _, _, rows = _read_png(_screenshot(exe, path, tmp_path / "host.png", "960,900"))
+    counts = _count_colors(rows, {k: html_export.HOST_COLORS[k] for k in ("dataloader", "forward", "optimizer")})
+    assert counts["dataloader"] > 40_000, counts  # 80 bars, 60% of a 222 px plot each
+    assert counts["forward"] > 5_000, counts
+    assert counts["optimizer"] > 1_000, counts

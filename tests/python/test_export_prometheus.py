@@ -7,7 +7,8 @@ wall), include device health when counters were sampled, be served on
 127.0.0.1 unless told otherwise, answer a scrape while slow and idle
 clients hold connections, reach a pushgateway with a job/rank/host grouping
 key (a local fake gateway here), and say which package to install when
-prometheus_client is missing.
+prometheus_client is missing. The fleet labels (job_id, UUID, gpu_info,
+FLOPs, user units) are pinned in test_fleet_series.py.
 """
 
 from __future__ import annotations
@@ -75,12 +76,12 @@ def test_health_counters_are_exported_with_units(report):
 
 
 def test_label_values_are_escaped():
-    m = prometheus.PrometheusMetrics(host='we"ird\\host')
+    m = prometheus.PrometheusMetrics(host='we"ird\\host', job_id="j/1 \"x\"")
     m.add({"steps": [{"step": 0, "wall_ns": 10, "devices": [{"rank": 3, "device": 1, "wall_ns": 10, "busy_ns": 5,
                                                             "breakdown_ns": {"compute": 5, "idle_host": 5}}]}]})
     fams = _families(m.exposition())
     s = fams["gpuutil_busy_ratio"].samples[0]
-    assert s.labels == {"rank": "3", "host": 'we"ird\\host', "device": "1"}
+    assert s.labels == {"job_id": 'j/1 "x"', "rank": "3", "host": 'we"ird\\host', "device": "1", "UUID": ""}
     assert s.value == 0.5
 
 
@@ -131,7 +132,7 @@ def test_push_to_gateway_uses_rank_and_host_grouping(report):
         gw.server_close()
     # prometheus_client's push_to_gateway sends it (values with spaces are
     # base64-encoded in the path, as the pushgateway documents).
-    assert _grouping(received["path"]) == {"job": "nightly", "rank": "2", "host": "node 1"}
+    assert _grouping(received["path"]) == {"job": "nightly", "job_id": metrics.job_id, "rank": "2", "host": "node 1"}
     assert "gpuutil_time_seconds" in _families(received["body"])
     assert received["type"].startswith("text/plain")
 

@@ -273,3 +273,140 @@ def test_a_profiler_that_does_not_take_cupti_found_at_a_step_boundary_suspends_n
     )
     assert [s["kernels"] for s in result] == [1, 1, 1, 1]
     assert not any("gpu_collection_suspended" in s["diagnostics"] for s in result)
+
+
+# ---- the fake CUPTI's matrix (issue 27; docs/live-collection.md, "The fake's matrix") ----
+
+# Why today's collector fails a cell; the C++ suites say the same
+# (tests/cpp/matrix_cell.h). `grep -rn "issue 27:" tests/` lists every skip.
+ISSUE27_HELD_EMPTY_BUFFER = (
+    "issue 27: CUPTI holds a prefetched empty buffer that no default flush returns, and the collector bounds "
+    "completeness by the oldest buffer CUPTI holds (cupti_collector.cpp:352-363): every report and stop() waits "
+    "out completion_wait_ms (2 s); fixed by the completeness work"
+)
+
+
+def test_the_python_path_attributes_dataloader_waits_and_yields_to_torch_profiler_under_every_ci_cell():
+    # One subprocess plays every cell CI runs (the fake names them; the same
+    # list as the C++ suites), choosing each with fake_cupti_configure_text.
+    result = run(
+        """
+        fake.fake_cupti_cells_for_run.restype = ctypes.c_char_p
+        fake.fake_cupti_configure_text.argtypes = [ctypes.c_char_p]
+        cells = fake.fake_cupti_cells_for_run().decode().split(";")
+        as_kineto_does()
+        from torch.profiler import ProfilerActivity, profile
+        out = {}
+        for cell in cells:
+            if "hold=1" in cell:
+                continue
+            assert fake.fake_cupti_configure_text(cell.encode()) == 0, cell
+            fake.fake_cupti_reset(None)
+            kineto.clear()
+            with gpuutil.profile(report_interval_ms=0) as prof:
+                for i in range(4):
+                    with prof.step():
+                        with torch.autograd.profiler.record_function(
+                                "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"):
+                            time.sleep(0.02)
+                        if i == 2:
+                            with profile(activities=[ProfilerActivity.CPU]):
+                                kernels(3)
+                        else:
+                            kernels(1)
+            out[cell] = {"steps": summary(prof), "kineto": dict(kineto)}
+        fake.fake_cupti_configure(None)
+        print(json.dumps(out))
+        """
+    )
+    assert "default" in result and "seal=0" in result, sorted(result)
+    for cell, r in result.items():
+        steps = r["steps"]
+        assert [s["kernels"] for s in steps] == [1, 1, 0, 1], (cell, steps)
+        assert r["kineto"] == {"kernels": 3, "foreign": 0}, (cell, r["kineto"])
+        assert "torch.profiler" in steps[2]["diagnostics"]["gpu_collection_suspended"], (cell, steps[2])
+        for s in (steps[0], steps[1], steps[3]):
+            assert s["breakdown"]["idle_dataloader"] >= 18_000_000, (cell, s)
+            assert "cupti_completion_timeout" not in s["diagnostics"], (cell, s)
+
+
+def test_a_held_empty_buffer_delays_no_report():
+    pytest.skip(ISSUE27_HELD_EMPTY_BUFFER)
+    result = run(
+        """
+        t = time.perf_counter()
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            for _ in range(3):
+                with prof.step():
+                    kernels(1)
+        print(json.dumps({"s": time.perf_counter() - t, "steps": summary(prof)}))
+        """,
+        GPUUTIL_FAKE_CUPTI_MATRIX="hold=1",
+    )
+    assert [s["kernels"] for s in result["steps"]] == [1, 1, 1], result
+    assert not any("cupti_completion_timeout" in s["diagnostics"] for s in result["steps"]), result
+    assert result["s"] < 1.5, "the profile waited out the completion bound: %s" % result
+
+
+def test_a_trace_started_behind_gpuutils_back_is_reported_as_a_takeover_not_as_idle_steps():
+    # Kineto on-demand tracing (dynolog, KINETO_USE_DAEMON) starts CUPTI from
+    # its own thread; no torch.profiler object exists for the guard to see.
+    pytest.skip(
+        "issue 27: nothing detects another client registering its callbacks and disabling gpuutil's kinds from "
+        "another thread (the guard reads the thread-local torch._C._autograd._profiler_enabled(); no "
+        "cupti_taken_over): the steps after it report zero GPU activity with no diagnostic; fixed by the "
+        "coexistence work"
+    )
+    result = run(
+        """
+        import threading
+        def on_demand(start):
+            t = threading.Thread(target=fake.fake_cupti_second_client_start if start
+                                 else fake.fake_cupti_second_client_stop)
+            t.start()
+            t.join()
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                kernels(1)
+            on_demand(True)
+            with prof.step():
+                kernels(1)
+            on_demand(False)
+            with prof.step():
+                kernels(1)
+        print(json.dumps(summary(prof)))
+        """
+    )
+    assert result[0]["kernels"] == 1
+    said = ("gpu_collection_off", "gpu_collection_suspended", "cupti_taken_over")
+    for step in result[1:]:
+        assert step["kernels"] == 1 or any(d in step["diagnostics"] for d in said), step
+
+
+def test_kineto_tearing_cupti_down_after_its_trace_is_said_not_reported_as_idle_steps():
+    pytest.skip(
+        "issue 27: with TEARDOWN_CUPTI=1 Kineto calls cuptiFinalize after gpuutil resumed; that drops gpuutil's "
+        "kinds, callbacks and held buffers, nothing notices (no cupti_taken_over), and the next steps report zero "
+        "GPU activity with no diagnostic; fixed by the coexistence work"
+    )
+    result = run(
+        """
+        as_kineto_does()
+        from torch.profiler import ProfilerActivity, profile
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                kernels(1)
+            with profile(activities=[ProfilerActivity.CPU]):
+                with prof.step():
+                    kernels(3)
+            fake.fake_cupti_wait()  # its teardown, 20 ms after its stop
+            for _ in range(2):
+                with prof.step():
+                    kernels(1)
+        print(json.dumps(summary(prof)))
+        """,
+        GPUUTIL_FAKE_CUPTI_MATRIX="client=teardown",
+    )
+    said = ("gpu_collection_off", "gpu_collection_suspended", "cupti_taken_over")
+    for step in result[2:]:
+        assert step["kernels"] == 1 or any(d in step["diagnostics"] for d in said), step

@@ -108,10 +108,15 @@ _FLAG_ONLY_SCRIPT = """
 import os, signal, sys, contextlib, torch, gpuutil
 out, ckpt, explicit = sys.argv[1], sys.argv[2], sys.argv[3] == "explicit"
 stop = False
+def say(line):
+    # One write per line: the SIGTERM handler runs between two bytecodes,
+    # and print() writes its pieces one by one ("step" + handler's line).
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
 def on_term(signum, frame):
     global stop
     stop = True
-    print("sigterm", flush=True)
+    say("sigterm")
 signal.signal(signal.SIGTERM, on_term)
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
@@ -125,13 +130,13 @@ with gpuutil.profile(out, report_interval_ms=600_000) as prof:
             loss.backward()
             opt.step()
             opt.zero_grad()
-        print("step", i, flush=True)
+        say(f"step {i}")
         if stop:
             after += 1
             if after == 5:
                 torch.save(model.state_dict(), ckpt)
                 break
-print("trained", i + 1, flush=True)
+say(f"trained {i + 1}")
 """
 
 

@@ -11,6 +11,7 @@ import copy
 import io
 import json
 import random
+import re
 import contextlib
 import pytest
 
@@ -150,3 +151,21 @@ def _have_otel() -> bool:
     except ImportError:
         return False
     return True
+
+
+def test_a_report_written_before_idle_kernel_gap_is_still_read_by_every_reader(tmp_path):
+    # gpuutil.report/1 is additive: reports written before idle_kernel_gap
+    # (issue 26) lack it, and every reader takes them as 0.
+    old = copy.deepcopy(device_report())
+    for d in [d for s in old["steps"] for d in s["devices"]] + old["summary"]["devices"]:
+        d["breakdown_ns"]["idle_dependency"] += d["breakdown_ns"].pop("idle_kernel_gap")
+        d.get("culprits", {}).pop("kernel_gap", None)
+    old["summary"].pop("last_step_backlog_ns", None)
+    old["summary"].pop("last_step_unrecorded_ns", None)
+    check_report(old)
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["analyze", str(path)]) == 0
+    assert re.search(r"idle kernel_gap\s+0\.000\s", out.getvalue()), out.getvalue()

@@ -1,5 +1,6 @@
 """The PyTorch collector's per-step fast path: forward time from wrapped
-root classes (global module hooks only while discovering), hook ranges
+root classes (every module call intercepted only while discovering, by a
+wrapper on torch.nn.Module.__call__, never global module hooks), hook ranges
 drained into the session in C++ through the hook's C interface, and the
 hook loaded without a build step (and refused when out of date)."""
 
@@ -59,7 +60,7 @@ def test_forward_discovers_root_classes_then_wraps_only_them():
     net, x = Net(), torch.randn(2, 4)
     try:
         assert fr.discovering
-        net(x)  # step 0: global hooks see Net at the outermost level
+        net(x)  # step 0: the discovery wrapper sees Net at the outermost level
         fr.on_step_end(1)
         assert not fr.discovering
         assert fr.wrapped_classes == [Net]
@@ -73,6 +74,31 @@ def test_forward_discovers_root_classes_then_wraps_only_them():
         fr.uninstall()
     assert rec.forward_ranges() == {"nn.Module: Net": 2}
     assert "__call__" not in Net.__dict__  # the class is restored
+
+
+def test_two_profiles_discovering_at_once_share_one_module_call_wrapper_and_restore_it():
+    rec_a, rec_b = Recorder(), Recorder()
+    fa, fb = ForwardRanges(rec_a.path), ForwardRanges(rec_b.path)
+    own_call = torch.nn.Module.__dict__["__call__"]
+    net, x = Net(), torch.randn(2, 4)
+    fa.install()
+    fb.install()
+    try:
+        net(x)  # both see Net at the outermost level, each on its own path
+        fa.on_step_end(1)  # a wraps Net while b still discovers
+        assert torch.nn.Module.__dict__["__call__"] is not own_call  # b's discovery goes on
+        net(x)  # a's wrapper: b still sees Net (not its child) at the outermost level
+        fa.uninstall()  # not in reverse order of install
+        fb.on_step_end(1)  # b wraps Net too
+        assert torch.nn.Module.__dict__["__call__"] is own_call
+        net(x)  # b's wrapper only
+    finally:
+        fa.uninstall()
+        fb.uninstall()
+    assert torch.nn.Module.__dict__["__call__"] is own_call
+    assert "__call__" not in Net.__dict__
+    assert rec_a.forward_ranges() == {"nn.Module: Net": 2}
+    assert rec_b.forward_ranges() == {"nn.Module: Net": 3}
 
 
 def test_forward_rediscovery_finds_a_new_root_class():
@@ -186,3 +212,32 @@ def test_an_out_of_date_hook_build_is_reported_not_loaded(tmp_path, monkeypatch)
     module, reason = _ext.load()
     assert module is None
     assert "out of date" in reason
+
+
+def test_a_module_call_wrapper_put_over_discovery_keeps_working_across_discoveries():
+    rec = Recorder()
+    fr = ForwardRanges(rec.path, rediscover_every=2)
+    own_call = torch.nn.Module.__dict__["__call__"]
+    fr.install()
+    below = torch.nn.Module.__call__
+    calls = []
+
+    def theirs(mod, *args, **kwargs):  # another tool wraps Module.__call__ after gpuutil did
+        calls.append(type(mod))
+        return below(mod, *args, **kwargs)
+
+    torch.nn.Module.__call__ = theirs
+    net, x = Net(), torch.randn(2, 4)
+    try:
+        net(x)
+        fr.on_step_end(1)  # discovery ends: theirs stays on top, gpuutil's under it
+        assert torch.nn.Module.__dict__["__call__"] is theirs
+        fr.on_step_end(2)  # a rediscovery starts again
+        Other()(x)  # no endless recursion through the two wrappers
+        fr.on_step_end(3)
+        assert set(fr.wrapped_classes) == {Net, Other}
+    finally:
+        fr.uninstall()
+        torch.nn.Module.__call__ = own_call
+    assert calls.count(Other) == 1
+    assert rec.forward_ranges() == {"nn.Module: Net": 1, "nn.Module: Other": 1}

@@ -2,6 +2,7 @@
 #include "replay.h"
 
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +19,8 @@
 #include "gpuutil/clock.h"
 #include "gpuutil/profiler.h"
 #include "gpuutil/range_classify.h"
+#include "gpuutil/run_totals.h"
+#include "gpuutil/thread_key.h"
 #include "hook_ring.h"
 
 namespace gpuutil::replay {
@@ -64,6 +67,7 @@ struct Plan {
   int64_t offset_ns;  // session time = trace time + offset
   std::vector<std::string> names;  // NUL-terminated copies, by NameId
   std::vector<std::vector<HostEvent>> threads;
+  std::vector<uint32_t> trace_thread;  // by replay thread: its thread in the trace
   std::unordered_map<uint64_t, std::vector<size_t>> work_by_correlation;  // activities
   std::vector<uint32_t> cbid;   // by api call: 0 = unknown name
   std::vector<int> domain;
@@ -99,13 +103,16 @@ fake_cupti_work work_of(const Plan& p, const DeviceActivity& a) {
 
 }  // namespace
 
-EventStore scaled(const EventStore& store, int64_t k) {
+namespace {
+
+// Every time divided by k, and device activity times then moved skew_ns earlier.
+EventStore retimed(const EventStore& store, int64_t k, int64_t skew_ns) {
   EventStore out;
   for (NameId id = 0; id < store.names.size(); ++id) out.names.intern(store.names.view(id));
   auto s = [k](int64_t t) { return t / k; };
   for (DeviceActivity a : store.activities) {
-    a.start_ns = s(a.start_ns);
-    a.end_ns = s(a.end_ns);
+    a.start_ns = s(a.start_ns) - skew_ns;
+    a.end_ns = s(a.end_ns) - skew_ns;
     out.activities.push_back(a);
   }
   for (HostApiCall c : store.api_calls) {
@@ -136,6 +143,12 @@ EventStore scaled(const EventStore& store, int64_t k) {
   return out;
 }
 
+}  // namespace
+
+EventStore scaled(const EventStore& store, int64_t time_scale) { return retimed(store, time_scale, 0); }
+
+EventStore skewed(const EventStore& store, int64_t skew_ns) { return retimed(store, 1, skew_ns); }
+
 ReplayResult replay(const EventStore& store, const ReplayOptions& options) {
   ReplayResult result;
   if (store.steps.empty()) {
@@ -143,9 +156,8 @@ ReplayResult replay(const EventStore& store, const ReplayOptions& options) {
     return result;
   }
   testing::FakeCupti& fake = testing::FakeCupti::get();
-  fake_cupti_config cfg{};
-  cfg.device_records = options.device_records;
-  fake.reset(&cfg);
+  const testing::ScopedCell cell(options.cell);
+  fake.reset(nullptr);
 
   // ---- plan ----
   int64_t t0 = kNever;
@@ -153,7 +165,7 @@ ReplayResult replay(const EventStore& store, const ReplayOptions& options) {
   for (const auto& c : store.api_calls) t0 = std::min(t0, c.start_ns);
   for (const auto& r : store.ranges) t0 = std::min(t0, r.start_ns);
   for (const auto& w : store.steps) t0 = std::min(t0, w.start_ns);
-  Plan p{store, session_now_ns() + options.lead_ns - t0, {}, {}, {}, {}, {}, {}, {}, {}};
+  Plan p{store, session_now_ns() + options.lead_ns - t0, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   for (NameId id = 0; id < store.names.size(); ++id) p.names.emplace_back(store.names.view(id));
   for (size_t i = 0; i < store.activities.size(); ++i) {
     const uint64_t corr = store.activities[i].correlation_id;
@@ -203,6 +215,9 @@ ReplayResult replay(const EventStore& store, const ReplayOptions& options) {
     std::stable_sort(events.begin(), events.end(),
                      [](const HostEvent& a, const HostEvent& b) { return a.t_ns < b.t_ns; });
   }
+  for (uint32_t t = 0; t < p.threads.size(); ++t) {
+    if (!p.threads[t].empty()) p.trace_thread.push_back(t);
+  }
   p.threads.erase(std::remove_if(p.threads.begin(), p.threads.end(), [](const auto& e) { return e.empty(); }),
                   p.threads.end());
   result.stats.threads = static_cast<int>(p.threads.size());
@@ -230,6 +245,10 @@ ReplayResult replay(const EventStore& store, const ReplayOptions& options) {
   for (size_t ti = 0; ti < p.threads.size(); ++ti) {
     progress[ti].store(p.threads[ti].front().t_ns);
     workers.emplace_back([&, ti] {
+      // Named as the trace's thread, before any source meets it, so culprits
+      // that name a thread read the same live and offline.
+      const HostThread& as = store.threads[p.trace_thread[ti]];
+      prof.session().thread_index(getpid(), this_thread_key(), as.name, as.display_tid());
       std::vector<fake_cupti_work> work;
       const auto& events = p.threads[ti];
       for (size_t e = 0; e < events.size(); ++e) {
@@ -325,6 +344,100 @@ int64_t Comparison::max_abs_ns() const {
   return m;
 }
 
+namespace {
+
+constexpr size_t kDifferencesDescribed = 12;
+
+std::string describe(const std::vector<NamedTime>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    s += (i ? ", " : "") + v[i].name + " " + std::to_string(v[i].ns) + " ns x" + std::to_string(v[i].count);
+  }
+  return s + "]";
+}
+
+// A name without CUPTI's version suffix: cuptiGetCallbackName says
+// "cudaDeviceSynchronize_v3020" where Kineto's traces say
+// "cudaDeviceSynchronize".
+std::string unversioned(const std::string& name) {
+  const size_t v = name.rfind("_v");
+  if (v == std::string::npos || v + 2 == name.size()) return name;
+  for (size_t i = v + 2; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return name;
+  }
+  return name.substr(0, v);
+}
+
+bool same(const std::vector<NamedTime>& a, const std::vector<NamedTime>& b, bool ignore_version_suffix) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const bool names = ignore_version_suffix ? unversioned(a[i].name) == unversioned(b[i].name) : a[i].name == b[i].name;
+    if (!names || a[i].ns != b[i].ns || a[i].count != b[i].count) return false;
+  }
+  return true;
+}
+
+std::string describe(const std::optional<int64_t>& v) { return v ? std::to_string(*v) + " ns" : "none"; }
+
+// Culprits, launch latency and counts of one step and device.
+void compare_device(Comparison& c, int64_t step, const DeviceStepReport& live, const DeviceStepReport& off) {
+  const std::string where = "step " + std::to_string(step) + " device " + std::to_string(off.device) + ": ";
+  auto differ = [&](const char* what, const std::string& text) {
+    ++c.differing[what];
+    if (c.differences.size() < kDifferencesDescribed) c.differences.push_back(where + text);
+  };
+  for (int i = 0; i < kIdleCauseCount; ++i) {
+    const auto& a = live.culprits[size_t(i)];
+    const auto& b = off.culprits[size_t(i)];
+    if (same(a, b, false)) continue;
+    differ(same(a, b, true) ? "culprit_names" : "culprits",
+           std::string("idle_") + to_string(IdleCause(i)) + " culprits: live " + describe(a) + ", offline " + describe(b));
+    break;
+  }
+  const std::pair<const char*, std::pair<std::optional<int64_t>, std::optional<int64_t>>> latencies[] = {
+      {"launch latency p50", {live.launch_latency_p50_ns, off.launch_latency_p50_ns}},
+      {"launch latency p95", {live.launch_latency_p95_ns, off.launch_latency_p95_ns}},
+      {"graph launch latency p50", {live.graph_launch_latency_p50_ns, off.graph_launch_latency_p50_ns}},
+      {"graph launch latency p95", {live.graph_launch_latency_p95_ns, off.graph_launch_latency_p95_ns}}};
+  for (const auto& [what, v] : latencies) {
+    if (v.first != v.second) {
+      differ("launch_latency", std::string(what) + ": live " + describe(v.first) + ", offline " + describe(v.second));
+      break;
+    }
+  }
+  if (live.kernels != off.kernels || live.memcpys != off.memcpys || live.memsets != off.memsets ||
+      live.graph_kernels != off.graph_kernels) {
+    differ("counts", "kernels/memcpys/memsets/graph kernels: live " + std::to_string(live.kernels) + "/" +
+                         std::to_string(live.memcpys) + "/" + std::to_string(live.memsets) + "/" +
+                         std::to_string(live.graph_kernels) + ", offline " + std::to_string(off.kernels) + "/" +
+                         std::to_string(off.memcpys) + "/" + std::to_string(off.memsets) + "/" +
+                         std::to_string(off.graph_kernels));
+  }
+}
+
+std::string describe(const std::vector<Finding>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i].id + " " + std::to_string(v[i].recoverable_ns) + " ns";
+  return s + "]";
+}
+
+// The run's findings as every surface shows them (run_totals.h), from the
+// live step reports and from the offline report.
+void compare_findings(Comparison& c, const Report& offline, const std::vector<StepOutput>& live) {
+  std::vector<Report> reports;
+  for (const auto& o : live) reports.push_back(o.report);
+  const std::vector<Finding> l = run_findings(run_totals_of_reports(reports));
+  const std::vector<Finding> o = run_findings(run_totals_of_reports({offline}));
+  bool equal = l.size() == o.size();
+  for (size_t i = 0; equal && i < l.size(); ++i) equal = l[i].id == o[i].id && l[i].recoverable_ns == o[i].recoverable_ns;
+  if (!equal) {
+    ++c.differing["findings"];
+    c.differences.push_back("run findings: live " + describe(l) + ", offline " + describe(o));
+  }
+}
+
+}  // namespace
+
 Comparison compare(const Report& offline, const std::vector<StepOutput>& live) {
   Comparison c;
   std::vector<std::string> names = {"compute", "communication", "memory"};
@@ -361,8 +474,10 @@ Comparison compare(const Report& offline, const std::vector<StepOutput>& live) {
         const int64_t diff = std::llabs(a[i] - b[i]);
         if (diff > c.buckets[i].max_abs_ns) c.buckets[i] = {c.buckets[i].bucket, diff, off.step, d.device};
       }
+      compare_device(c, off.step, *l, d);
     }
   }
+  compare_findings(c, offline, live);
   if (by_step.size() != offline.steps.size()) {
     c.problems.push_back(std::to_string(by_step.size()) + " live steps for " + std::to_string(offline.steps.size()) +
                          " offline steps");

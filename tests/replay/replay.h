@@ -20,17 +20,31 @@
 // with gets the same times). A step boundary waits until every replay thread
 // has made the calls recorded before it, as a live host would have.
 //
-// compare() puts each step's per-device breakdown_ns from the replay next to
-// `gpuutil analyze` of the same (scaled) trace.
+// The fake CUPTI runs under one cell of its matrix (options.cell,
+// tests/fake_cupti/fake_cupti_matrix.h): how a default flush seals buffers,
+// where records go, when API records are written, timestamp skew, held
+// empty buffers. With a skew, the device records the live path gets are
+// earlier than the trace's; the offline side analyses skewed(store, skew),
+// the same records, so equality is no longer given by construction: it
+// holds only if the live path reports each step once all of its data is
+// in, whatever the cell.
+//
+// compare() puts each step's per-device figures from the replay next to
+// `gpuutil analyze` of the same (scaled, skewed) trace: breakdown buckets,
+// idle culprits, launch latency, kernel/copy/memset counts, and the run's
+// findings (run_findings() over the live reports and over the offline
+// report alike).
 //
 // Contract: one replay at a time per process (CUPTI is process-wide); the
 // fake CUPTI must be loadable (GPUUTIL_FAKE_CUPTI).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "fake_cupti.h"
 #include "gpuutil/events.h"
 #include "gpuutil/report.h"
 #include "gpuutil/session.h"
@@ -39,7 +53,7 @@ namespace gpuutil::replay {
 
 struct ReplayOptions {
   int64_t time_scale = 1;       // trace times are divided by this (long traces)
-  int device_records = 0;       // FAKE_CUPTI_DEVICE_RECORDS_IN_THREAD_BUFFER or _IN_DEVICE_BUFFER
+  fake_cupti_matrix cell{};     // the fake CUPTI's matrix cell (all defaults: the fake as it always was)
   int64_t lead_ns = 50'000'000;  // the first event plays this long after the replay starts
   bool progress = false;         // one line per step on stderr
 };
@@ -62,12 +76,17 @@ struct ReplayResult {
 
 // Trace times divided by `time_scale` (every event; the same store shape).
 EventStore scaled(const EventStore& store, int64_t time_scale);
+// Device activity times moved skew_ns earlier (what the live path gets from
+// the fake under a cell with that skew); everything else unchanged (a copy).
+EventStore skewed(const EventStore& store, int64_t skew_ns);
 
 // Plays `store` (a trace with steps) through the live path.
 ReplayResult replay(const EventStore& store, const ReplayOptions& options);
 
 // Differences between the replay and the offline analysis, per step and
-// device: the largest |live - offline| of each breakdown bucket.
+// device: the largest |live - offline| of each breakdown bucket, and every
+// step/device whose culprits, launch latency or counts differ, and the
+// run's findings.
 struct BucketDiff {
   std::string bucket;
   int64_t max_abs_ns = 0;
@@ -77,8 +96,15 @@ struct BucketDiff {
 struct Comparison {
   std::vector<BucketDiff> buckets;  // compute, communication, memory, idle_* (report order)
   std::vector<std::string> problems;  // steps or devices one side lacks
+  // What differs besides buckets, by what: "culprits", "culprit_names"
+  // (culprits equal but for CUPTI's version suffix on API names, "_v3020"),
+  // "launch_latency", "counts", "findings"; the number of step/device pairs
+  // (findings: 1 when the lists differ) and the first few, described.
+  std::map<std::string, uint64_t> differing;
+  std::vector<std::string> differences;
   int64_t steps = 0;
   int64_t max_abs_ns() const;
+  bool equal() const { return max_abs_ns() == 0 && problems.empty() && differences.empty(); }
 };
 Comparison compare(const Report& offline, const std::vector<StepOutput>& live);
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuutil/events.h"
@@ -29,6 +30,10 @@ struct AnalysisOptions {
   std::optional<double> peak_tflops;     // overrides the peak table
   int64_t short_kernel_threshold_ns = 10'000;
   size_t top_n = 5;
+  // The live DataLoaders' settings by wait-range name (a session fact the
+  // PyTorch collector gives, Session::set_loader): reports carry them in
+  // `loaders`, and findings never recommend a setting a loader has.
+  std::vector<std::pair<std::string, LoaderSettings>> loader_settings;
 };
 
 // Analyses one or more stores (one per rank) into one report. Steps are

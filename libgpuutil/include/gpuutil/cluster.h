@@ -5,12 +5,19 @@
 // its StepReport by rank_step_of(); live ranks send them through the job's
 // c10d store, offline analysis takes them from the trace files). The
 // ClusterAssembler matches the ranks' steps by step number and their
-// collective instances by order within each group, splits every rank's time
-// in collectives into transfer (the minimum across ranks for that instance)
-// and wait (the rest), and scores ranks by their own time per step (wall
-// minus collective wait). It never compares timestamps across ranks, so it
-// needs no synchronised clocks; clock offsets, when a rank measured one
-// against the leader, only place step starts on a common timeline (skew).
+// collective instances by order within each group (a process group's
+// stream, or one kind of gloo collective), splits every rank's time in
+// collectives into transfer (the minimum across ranks for that instance)
+// and wait (the rest, at the instance's start), and scores ranks by their
+// own time per step (wall minus collective wait). Instances of one rank
+// that run at the same time (several streams, gloo's worker threads) are
+// counted once: a rank waits while it is in collectives and none of them
+// moves data (the union of its instances' waits less the union of their
+// transfers) inside its step window, so 0 <= wait <= wall and own time
+// >= 0. It never
+// compares timestamps across ranks, so it needs no synchronised clocks;
+// clock offsets, when a rank measured one against the leader, only place
+// step starts on a common timeline (skew).
 //
 // Pure and vendor-free: no I/O, no threads, no globals. Memory is bounded:
 // each rank keeps at most `window_steps` unfinished steps, plus fixed-size
@@ -29,7 +36,8 @@
 namespace gpuutil {
 
 // What one rank publishes about one step. Contract: wall_ns >= 0, every
-// category value >= 0, collectives in start order within each group.
+// category value >= 0, collectives in start order within each group, their
+// start_offset_ns (when set) from this step's start in the rank's clock.
 struct RankStep {
   int64_t step = 0;
   int64_t start_ns = 0;  // the rank's clock (CLOCK_MONOTONIC there): not comparable across machines
@@ -67,12 +75,12 @@ struct RankSummary {
   bool finished = false;  // the rank said it stopped profiling
   std::optional<int64_t> step_wall_p50_ns;
   std::optional<int64_t> own_p50_ns;             // wall - collective wait, median per step
-  std::optional<int64_t> collective_wait_p50_ns;  // per step
+  std::optional<int64_t> collective_wait_p50_ns;  // per step; <= step_wall_p50_ns
   int64_t collective_wait_ns = 0;                 // sum over compared steps
-  int64_t collective_transfer_ns = 0;             // sum over compared steps
+  int64_t collective_transfer_ns = 0;             // sum over compared steps (time some collective moved data)
   std::string basis;
   std::vector<std::pair<std::string, int64_t>> breakdown_ns;  // sums over compared steps
-  std::optional<double> relative_perf;  // min over ranks of own_p50 / this rank's own_p50 (NVRx's score)
+  std::optional<double> relative_perf;  // min over ranks of own_p50 / this rank's own_p50 (NVRx's score): 1.0 for the fastest
   std::optional<int64_t> clock_offset_ns;       // add to this rank's clock to get the leader's
   std::optional<int64_t> clock_uncertainty_ns;  // half the best round trip
   std::optional<int64_t> start_skew_p50_ns;     // step start after the earliest rank (needs clock offsets)

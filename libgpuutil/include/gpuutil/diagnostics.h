@@ -37,6 +37,7 @@ const char* to_string(Severity s);
   X(steps_missing, kWarning, "no ProfilerStep#N ranges: the whole trace is one window")            \
   X(steps_overlapping, kWarning, "step ranges overlapped; the later step was clipped")             \
   X(steps_duplicated, kWarning, "a step number had several step ranges; the earliest was kept, the later ones dropped (their time is outside any step)") \
+  X(trailing_unrecorded_stretch, kInfo, "the last step ended with a stretch in which no thread and no device recorded anything (the profiler stopping; see example: how long); it was left out of the step, its findings and the time outside steps") \
   X(activity_unknown_device, kInfo, "device work on a device with no deviceProperties")            \
   X(launch_unmatched, kInfo, "device work whose launching host call was not found")               \
   X(rocm_trace, kInfo, "the trace is from ROCm/HIP; HIP runtime names were mapped")               \
@@ -72,7 +73,9 @@ const char* to_string(Severity s);
   X(collector_failed, kWarning, "a collector raised after a report batch; it was skipped for that batch (see example)") \
   X(on_step_failed, kWarning, "an on_step sink raised on a report; the training went on (see example: which sink, the exception)") \
   X(cluster_off, kWarning, "the cross-rank view is off or stopped on this rank (see example: why)") \
-  X(cluster_steps_dropped, kWarning, "cross-rank step summaries were dropped before publishing (the exchange fell behind); the cluster view lacks them")
+  X(cluster_steps_dropped, kWarning, "cross-rank step summaries were dropped before publishing (the exchange fell behind); the cluster view lacks them") \
+  X(optimizers_per_iteration, kInfo, "several optimizers step per iteration (a GAN): each automatic step ends at the one seen last and holds one iteration; the first iteration is split in two steps; mark steps with prof.step() to choose (see example: which optimizers)") \
+  X(compile_warmup, kInfo, "torch.compile compiled during this step: a warm-up, kept out of the run's figures (prof.summary(): its wall counts as outside steps, compile_warmup) (see example: which compile)")
 
 enum class Diag : uint16_t {
 #define GPUUTIL_DIAG_ENUM(name, sev, desc) name,

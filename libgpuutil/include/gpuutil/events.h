@@ -107,6 +107,9 @@ struct HostRange {
   NameId name = kNoName;
   uint32_t thread = 0;  // index into EventStore::threads
   RangeCategory category = RangeCategory::kAnnotation;
+  // Kineto: an op recorded with an autograd "Sequence number" (it ran with
+  // grad mode on); the host breakdown's forward phases (autograd_phases.h).
+  bool autograd = false;
   double flops = 0;  // FLOPs the range reports (Kineto with_flops), 0 = unknown
 };
 

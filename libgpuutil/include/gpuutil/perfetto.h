@@ -14,9 +14,15 @@
 //     pieces come from the same attribution the report uses, so per step
 //     their durations sum to the report's idle_ns per cause;
 //   - counter ("C") events for every sampled counter of the device (NVML,
-//     GPM, allocator), one track per counter name.
+//     GPM, allocator), one track per counter name;
+//   - one host process per rank with host events, named "rank R host"
+//     (sorted before the rank's GPUs): a "steps" thread and a thread per
+//     host thread with its ranges (cat: the range category, "op",
+//     "dataloader", ...) and runtime calls (cat "runtime"); slices that do
+//     not nest on a thread go to extra "<thread> #k" lanes (at most 64).
 // Timestamps are microseconds (Chrome's unit) with ns precision, relative to
-// otherData.time_origin_ns (the earliest step, activity or counter sample).
+// otherData.time_origin_ns (the earliest step, activity, counter sample,
+// range or runtime call). A store with no events at all exports nothing.
 #pragma once
 
 #include <string>

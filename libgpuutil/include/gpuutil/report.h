@@ -29,8 +29,9 @@ enum class IdleCause : uint8_t {
   kHost,          // host busy with other CPU work
   kDependency,    // the next work was queued before the gap: it waited on stream/event order or a graph edge
   kUnattributed,  // no host information explains the gap
+  kKernelGap,     // a gap under 20 us before already-queued work: the device's turnaround between back-to-back work
 };
-inline constexpr int kIdleCauseCount = 7;
+inline constexpr int kIdleCauseCount = 8;
 const char* to_string(IdleCause c);  // "dataloader", "host_sync", ...
 
 struct Breakdown {
@@ -143,11 +144,18 @@ struct HostThreadStepReport {
 };
 
 // One collective instance on one rank: its group (a stream ordinal for GPU
-// collective kernels, "gloo" for host-side gloo execution) and how long the
-// rank spent in it. Feeds the cross-rank view (gpuutil/cluster.h).
+// collective kernels, the range name, e.g. "gloo:all_reduce", for host-side
+// gloo execution), how long the rank spent in it and when it started. Feeds
+// the cross-rank view (gpuutil/cluster.h), which needs the starts only to
+// count instances that run at the same time (several streams or gloo worker
+// threads) once.
 struct CollectiveSample {
   std::string group;
   int64_t dur_ns = 0;
+  // From the start of the rank's step window (the rank's own clock, never
+  // compared across ranks). Unset: the instances are taken to run one after
+  // the other from the step's start, in order.
+  std::optional<int64_t> start_offset_ns;
 };
 struct RankCollectives {
   int32_t rank = 0;
@@ -163,6 +171,9 @@ struct StepReport {
   // Live sessions: whether the step collected the detail tier (per-op and
   // autograd-node ranges); unset offline and when the collector has no tiers.
   std::optional<bool> detail;
+  // Live sessions: torch.compile compiled during the step (a warm-up), so
+  // the step is kept out of the run's totals (its wall counts outside steps).
+  bool compile_warmup = false;
   std::vector<DeviceStepReport> devices;
   std::vector<HostThreadStepReport> host;  // per rank, per thread with host ranges in the step
   std::vector<RankCollectives> collectives;  // per rank; not in the step JSON (cluster view input)
@@ -200,7 +211,14 @@ struct Summary {
   uint64_t steps = 0;
   int64_t steps_wall_ns = 0;       // sum of step walls (reference rank)
   int64_t trace_span_ns = 0;       // first to last event (reference rank)
-  int64_t outside_steps_ns = 0;    // span not inside any step
+  int64_t outside_steps_ns = 0;    // span not inside any step, its backlog or its unrecorded end (below)
+  // Offline analysis of steps (docs/accounting.md, "The last step"): how far
+  // the device work queued by the steps ran past the last step (the GPU
+  // running behind), and the unrecorded stretch left out of the last step.
+  // trace_span_ns = steps_wall_ns + outside_steps_ns + these two (when the
+  // difference is not floored at 0).
+  int64_t last_step_backlog_ns = 0;
+  int64_t last_step_unrecorded_ns = 0;
   std::optional<int64_t> step_wall_p50_ns;
   std::vector<DeviceSummary> devices;
 };
@@ -224,6 +242,42 @@ struct Workload {
   int64_t capture_ns = 0;
 };
 
+// What a DataLoader was set up with, as the live loader has it (the
+// PyTorch collector reads it once per iterator); unset = unknown (a trace
+// carries none of it; its `_SingleProcessDataLoaderIter` range says 0
+// workers). Findings never recommend a setting the loader already has.
+struct LoaderSettings {
+  std::optional<int64_t> num_workers;
+  std::optional<bool> pin_memory;
+  std::optional<bool> persistent_workers;
+  std::optional<int64_t> prefetch_factor;  // batches in flight per worker
+  bool any() const { return num_workers || pin_memory || persistent_workers || prefetch_factor; }
+};
+
+// A periodic loader stall: every `period`-th batch waits long and the others
+// do not (docs/findings.md, "Input pipeline"): with `period` workers, one of
+// them is slow.
+struct PeriodicStall {
+  int64_t period = 0;
+  uint64_t slow_batches = 0;
+  int64_t slow_wait_ns = 0;       // the slow batches' waits, summed
+  int64_t slow_wait_p50_ns = 0;   // median wait of a slow batch
+  int64_t other_wait_p50_ns = 0;  // median wait of the other batches
+};
+
+// The waits for one input pipeline's batches (one per rank and DataLoader
+// wait-range name, e.g. "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__").
+inline constexpr size_t kBatchWaitsKept = 4096;
+struct LoaderReport {
+  int32_t rank = 0;
+  std::string name;
+  LoaderSettings settings;
+  uint64_t batches = 0;   // waits in the report's steps (outermost wait ranges ending in them)
+  int64_t wait_ns = 0;    // their sum
+  std::vector<int64_t> batch_waits_ns;  // the latest kBatchWaitsKept of them, in order
+  std::optional<PeriodicStall> periodic_stall;
+};
+
 struct ClusterView;  // gpuutil/cluster.h
 
 struct Report {
@@ -234,6 +288,8 @@ struct Report {
   std::vector<Finding> findings;  // ranked, most recoverable first
   Diagnostics diagnostics;
   std::string flops_source;  // "user", "trace", or "" (unknown)
+  // The input pipelines the steps waited on, by rank then name.
+  std::vector<LoaderReport> loaders;
   // The cross-rank view when the report covers several ranks (offline:
   // several rank files); null otherwise. Serialised as summary.ranks and
   // summary.cluster; its straggler findings are also in `findings`.

@@ -16,11 +16,13 @@ inline constexpr const char* kReportSchema = "gpuutil.report/1";
 // indent < 0: compact single line (one JSON Lines record).
 std::string report_to_json(const Report& report, int indent = -1);
 
-// A live session's run totals (what prof.summary() is built from):
-// {"steps", "steps_wall_ns", "devices": [{"rank", "device", "name",
-// "wall_ns", "breakdown_ns", "busy_pct"}], "host": [{"rank", "tid", "name",
-// "steps", "wall_ns", "breakdown_ns"}], "findings": [{"id", "title", "fix",
-// "recoverable_ns", "steps"}]}; findings most recoverable first.
+// Run totals (what prof.summary() is built from, and `gpuutil analyze` of a
+// JSONL): {"steps", "steps_wall_ns", "outside_steps_ns", ..., "devices":
+// [{"rank", "device", "name", "wall_ns", "breakdown_ns", "busy_pct"}],
+// "host": [{"rank", "tid", "name", "steps", "wall_ns", "breakdown_ns"}],
+// "findings": [{"id", "title", "evidence", "fix", "recoverable_ns",
+// "share_of_wall", "steps"}], "workload": {"kind", "evidence",
+// "capture_ns"}}; findings are run_findings(totals), most recoverable first.
 std::string run_totals_to_json(const RunTotals& totals);
 
 }  // namespace gpuutil

@@ -30,6 +30,7 @@
 //   reported is counted (cupti_records_late), never silently dropped.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -132,6 +133,15 @@ class Session {
   // already closed but not yet reported); `source` becomes the reports'
   // flops_source ("user", "measured").
   void set_flops_per_step(std::optional<double> flops, std::string_view source);
+  // The live DataLoader whose batch waits are the ranges named `name`
+  // ("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__") is
+  // set up with `settings`: reports analysed from now on (also of steps
+  // already closed) carry them in `loaders`, and findings never recommend
+  // a setting it has (AnalysisOptions::loader_settings). A later call for
+  // the same name replaces the settings (the latest iterator made wins).
+  // The PyTorch collector calls it once per DataLoader iterator; any
+  // thread, not a hot path.
+  void set_loader(std::string_view name, const LoaderSettings& settings);
 
   // --- step boundaries (application thread) ---
   // Opens step `step` at t_ns. An open step is closed at t_ns first.
@@ -185,7 +195,17 @@ class Session {
   uint64_t steps_reported() const;
   // Distinct finding ids over the reported steps (grows when a new one fires).
   size_t findings_seen() const;
-  int64_t outside_steps_ns() const;  // time between consecutive steps
+  int64_t outside_steps_ns() const;  // time between consecutive steps, plus add_outside_ns() and compile warm-ups
+  // Outside-steps time that no gap between two consecutive steps holds
+  // (automatic steps: work carved out before the first step, and the time
+  // from the last step to the profile's stop): added to outside_steps_ns().
+  void add_outside_ns(int64_t ns);
+  // Names `ns` of the outside-steps time as `kind` (run_totals(): what is
+  // not named is "other"); outside_steps_ns() does not change. A step that
+  // overlaps a compile_warmup interval (begin_interval) is reported as usual
+  // but kept out of run_totals(): its wall counts outside steps, named
+  // kCompileWarmup.
+  void name_outside(OutsideKind kind, int64_t ns);
   int64_t reported_until_ns() const;  // end of the last reported step (INT64_MIN before any)
   size_t pending_events() const;     // buffered now (for memory tests)
   RunTotals run_totals() const;      // sums over every reported step
@@ -263,6 +283,8 @@ class Session {
   std::vector<Interval> intervals_;
   int64_t last_step_end_ns_ = INT64_MIN;
   int64_t outside_steps_ns_ = 0;
+  std::array<int64_t, kOutsideKindCount> outside_named_ns_{};
+  uint64_t compile_warmup_steps_ = 0;
   uint64_t steps_reported_ = 0;
   bool finished_ = false;
   Diagnostics since_last_report_;

@@ -15,9 +15,12 @@
 #include "analysis/collective_spans.h"
 #include "gpuutil/cluster.h"
 #include "analysis/host_breakdown.h"
+#include "analysis/loaders.h"
 #include "analysis/host_timeline.h"
 #include "analysis/idle_attribution.h"
 #include "analysis/step_metrics.h"
+#include "analysis/step_tail.h"
+#include "analysis/text_format.h"
 #include "analysis/windows.h"
 #include "analysis/workload.h"
 #include "gpuutil/analysis.h"
@@ -62,15 +65,19 @@ double flops_in(const std::vector<std::pair<int64_t, double>>& f, int64_t lo, in
 
 std::vector<NamedTime> top_culprits(const std::unordered_map<CulpritKey, CulpritTally>& m, const EventStore& store,
                                     size_t n) {
-  std::vector<std::pair<CulpritKey, CulpritTally>> v(m.begin(), m.end());
-  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
-    return a.second.ns != b.second.ns ? a.second.ns > b.second.ns : a.first < b.first;
+  // Ties are broken by the name, not the key: keys are name ids, which
+  // differ between a live store and the same trace imported (interning
+  // order), and the two must name the same culprits.
+  std::vector<NamedTime> v;
+  v.reserve(m.size());
+  for (const auto& [key, tally] : m) v.push_back({culprit_name(store, key), tally.ns, tally.count});
+  std::sort(v.begin(), v.end(), [](const NamedTime& a, const NamedTime& b) {
+    if (a.ns != b.ns) return a.ns > b.ns;
+    if (a.name != b.name) return a.name < b.name;
+    return a.count > b.count;
   });
-  std::vector<NamedTime> out;
-  for (size_t i = 0; i < v.size() && i < n; ++i) {
-    out.push_back({culprit_name(store, v[i].first), v[i].second.ns, v[i].second.count});
-  }
-  return out;
+  if (v.size() > n) v.resize(n);
+  return v;
 }
 
 // Run-level accumulation for one (rank, device).
@@ -111,7 +118,8 @@ struct PreparedStore::Impl {
         collectives(store),
         fallback(busiest_thread(store)),
         flops_by_time(trace_flops(store)),
-        workload(store, span_with(events_span, windows_in)) {
+        workload(store, span_with(events_span, windows_in)),
+        loader_waits(store) {
     for (uint32_t launch : host.launch_of) unmatched += launch == kNoLaunch ? 1 : 0;
   }
   static EventSpan span_with(EventSpan span, const std::vector<StepWindow>& ws) {
@@ -132,6 +140,7 @@ struct PreparedStore::Impl {
   std::vector<std::pair<int64_t, double>> flops_by_time;
   WorkloadIndex workload;
   WorkloadMemo workload_memo;  // the windows' Workload, spelled once when it does not change
+  LoaderWaits loader_waits;    // batch waits of the input pipelines (loaders.h)
   uint64_t unmatched = 0;  // activities whose launch call is not in the store
 };
 
@@ -140,8 +149,10 @@ namespace {
 // Adds one store's `windows` (its own, or one of them) to the accumulator;
 // `first` makes it the reference store of the summary.
 // `has_steps`: the windows are the store's steps (else one whole-trace window).
+// `tail`: what the end of the store's steps holds (offline analysis of a
+// whole store; null for one window of a live session).
 void add_store(PreparedStore::Impl& p, const std::vector<StepWindow>& windows, bool has_steps, bool first,
-               const AnalysisOptions& options, Accumulator& acc) {
+               const AnalysisOptions& options, Accumulator& acc, const StepTail* tail = nullptr) {
   const EventStore& s = p.s;
   Report& report = acc.report;
   report.diagnostics.merge(s.diagnostics);
@@ -157,15 +168,30 @@ void add_store(PreparedStore::Impl& p, const std::vector<StepWindow>& windows, b
   if (!has_steps && !windows.empty() && s.diagnostics.count(Diag::steps_missing) == 0) {
     report.diagnostics.add(Diag::steps_missing);
   }
+  const int64_t unrecorded_ns = tail ? tail->unrecorded_ns : 0;
+  const int64_t backlog_ns = tail ? tail->backlog_ns : 0;
+  if (unrecorded_ns > 0) {
+    report.diagnostics.add(Diag::trailing_unrecorded_stretch, 1,
+                           cat({"rank ", std::to_string(s.rank), " step ", std::to_string(tail->step), ": its last ",
+                                ms_text(unrecorded_ns),
+                                " recorded nothing on any thread or device; left out of the step, its findings and "
+                                "the time outside steps"}));
+  }
   if (first) {
-    const EventSpan span = PreparedStore::Impl::span_with(p.events_span, windows);
+    EventSpan span = PreparedStore::Impl::span_with(p.events_span, windows);
+    if (unrecorded_ns > 0) span.add(tail->unrecorded_from_ns, tail->unrecorded_from_ns + unrecorded_ns);
     report.summary.trace_span_ns = span.empty() ? 0 : span.hi - span.lo;
     std::vector<int64_t> walls;
     for (const auto& w : windows) {
       report.summary.steps_wall_ns += w.wall_ns();
       walls.push_back(w.wall_ns());
     }
-    report.summary.outside_steps_ns = std::max<int64_t>(0, report.summary.trace_span_ns - report.summary.steps_wall_ns);
+    // The last step's own backlog and its unrecorded end are not time the
+    // job spent outside steps (docs/accounting.md, "The last step").
+    report.summary.last_step_backlog_ns = backlog_ns;
+    report.summary.last_step_unrecorded_ns = unrecorded_ns;
+    report.summary.outside_steps_ns = std::max<int64_t>(
+        0, report.summary.trace_span_ns - report.summary.steps_wall_ns - backlog_ns - unrecorded_ns);
     if (!walls.empty()) {
       std::sort(walls.begin(), walls.end());
       report.summary.step_wall_p50_ns = walls[(walls.size() - 1) / 2];
@@ -183,6 +209,7 @@ void add_store(PreparedStore::Impl& p, const std::vector<StepWindow>& windows, b
         step.wall_ns = w.wall_ns();
       }
       if (!p.collectives.empty()) step.collectives.push_back(p.collectives.in(w.start_ns, w.end_ns, s.rank));
+      p.loader_waits.add(w.start_ns, w.end_ns, report.loaders);
       for (auto& h : p.host_index.step(w.start_ns, w.end_ns, options.top_n, p.host_scratch)) {
         h.rank = s.rank;
         step.host.push_back(std::move(h));
@@ -308,6 +335,7 @@ Report finish(Accumulator& acc, const AnalysisOptions& options, WorkloadMemo* me
     report.diagnostics.add(Diag::flops_unknown);
   }
   report.workload = memo != nullptr ? memo->classify(acc.workload) : classify_workload(acc.workload);
+  finish_loaders(report.loaders, options.loader_settings);
   report.findings = derive_findings(report);
   if (auto view = cluster_view_of(report)) {
     for (const auto& f : view->findings) report.findings.push_back(f);
@@ -334,9 +362,10 @@ Report analyze(const std::vector<const EventStore*>& stores, const AnalysisOptio
   Accumulator acc;
   for (size_t si = 0; si < stores.size(); ++si) {
     const EventStore& s = *stores[si];
-    const std::vector<StepWindow> windows = analysis_windows(s);
+    StepTail tail;
+    const std::vector<StepWindow> windows = analysis_windows(s, &tail);
     PreparedStore::Impl p(s, windows);
-    add_store(p, windows, !s.steps.empty(), si == 0, options, acc);
+    add_store(p, windows, !s.steps.empty(), si == 0, options, acc, &tail);
   }
   return finish(acc, options);
 }

@@ -1,13 +1,16 @@
 // The cross-rank assembler (gpuutil/cluster.h): matches the ranks' steps by
 // number and their collective instances by order per group, splits time in
-// collectives into transfer (the minimum across ranks) and wait (the rest),
-// and keeps bounded per-rank run totals and recent samples. Straggler
+// collectives into transfer (the minimum across ranks) and wait (the rest;
+// concurrent instances' waits counted once, inside the step window), and
+// keeps bounded per-rank run totals and recent samples. Straggler
 // findings are derived in cluster_findings.cpp.
 #include "gpuutil/cluster.h"
 
 #include <algorithm>
 #include <limits>
 #include <set>
+
+#include "analysis/intervals.h"
 
 namespace gpuutil {
 
@@ -18,6 +21,11 @@ std::optional<int64_t> median_of(std::vector<int64_t> v) {
   const size_t mid = (v.size() - 1) / 2;  // lower median: an observed value
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
   return v[mid];
+}
+
+// a + b for a, b >= 0, saturating (instance times come from other processes).
+int64_t add_ns(int64_t a, int64_t b) {
+  return a > std::numeric_limits<int64_t>::max() - b ? std::numeric_limits<int64_t>::max() : a + b;
 }
 
 bool throttled_in(const DeviceHealth& h, int64_t wall_ns) {
@@ -163,33 +171,63 @@ void ClusterAssembler::finish_step(int64_t step) {
   last_finished_step_ = step;
   if (present.empty()) return;
 
-  // Collective instances: matched by order within each group.
-  std::vector<int64_t> wait(present.size(), 0), transfer(present.size(), 0);
+  // Collective instances: matched by order within each group (a process
+  // group's stream, or one kind of gloo collective). For each matched
+  // instance the transfer is the minimum of the ranks' times in it; a rank
+  // that spent longer arrived earlier and waited for the last one, so its
+  // wait is the first (time - minimum) of its instance, the transfer the
+  // rest. A rank waits when it is in collectives and none of them is moving
+  // data: its wait in the step is the union of its instances' waits less
+  // the union of their transfers, inside its step window. Instances that run
+  // at the same time (gloo's worker threads, several NCCL streams) wait for
+  // the same late rank once, so the wait can never exceed the wall.
+  const size_t n = present.size();
+  std::vector<std::vector<int64_t>> starts(n);  // per rank, per sample: offset from its step's start
+  for (size_t i = 0; i < n; ++i) {
+    int64_t next = 0;  // unset starts: one after the other from the step's start
+    for (const auto& c : present[i].second.collectives) {
+      starts[i].push_back(std::max<int64_t>(0, c.start_offset_ns.value_or(next)));
+      next = add_ns(starts[i].back(), std::max<int64_t>(0, c.dur_ns));
+    }
+  }
+  std::vector<std::vector<Interval>> waits(n), moves(n);
   std::set<std::string> groups;
   for (const auto& [rank, s] : present) {
     for (const auto& c : s.collectives) groups.insert(c.group);
   }
-  std::vector<std::vector<int64_t>> durs(present.size());
+  std::vector<std::vector<size_t>> in_group(n);  // per rank: its samples of the group, in order
   for (const auto& g : groups) {
     size_t matched = std::numeric_limits<size_t>::max();
-    for (size_t i = 0; i < present.size(); ++i) {
-      durs[i].clear();
-      for (const auto& c : present[i].second.collectives) {
-        if (c.group == g) durs[i].push_back(std::max<int64_t>(0, c.dur_ns));
+    for (size_t i = 0; i < n; ++i) {
+      in_group[i].clear();
+      const auto& samples = present[i].second.collectives;
+      for (size_t k = 0; k < samples.size(); ++k) {
+        if (samples[k].group == g) in_group[i].push_back(k);
       }
-      matched = std::min(matched, durs[i].size());
+      matched = std::min(matched, in_group[i].size());
     }
-    for (const auto& d : durs) mismatches_ += d.size() - matched;
-    if (present.size() < 2) continue;  // nothing to compare with
+    for (const auto& d : in_group) mismatches_ += d.size() - matched;
+    if (n < 2) continue;  // nothing to compare with
     instances_ += matched;
+    const auto dur = [&](size_t i, size_t k) {
+      return std::max<int64_t>(0, present[i].second.collectives[in_group[i][k]].dur_ns);
+    };
     for (size_t k = 0; k < matched; ++k) {
       int64_t lo = std::numeric_limits<int64_t>::max();
-      for (const auto& d : durs) lo = std::min(lo, d[k]);
-      for (size_t i = 0; i < present.size(); ++i) {
-        wait[i] += durs[i][k] - lo;
-        transfer[i] += lo;
+      for (size_t i = 0; i < n; ++i) lo = std::min(lo, dur(i, k));
+      for (size_t i = 0; i < n; ++i) {
+        const int64_t start = starts[i][in_group[i][k]];
+        waits[i].push_back({start, add_ns(start, dur(i, k) - lo)});
+        moves[i].push_back({add_ns(start, dur(i, k) - lo), add_ns(start, dur(i, k))});
       }
     }
+  }
+  std::vector<int64_t> wait(n), transfer(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t wall = present[i].second.wall_ns;
+    const IntervalList waiting = union_of(std::move(waits[i])), moving = union_of(std::move(moves[i]));
+    wait[i] = covered_ns(difference(waiting, moving), 0, wall);
+    transfer[i] = covered_ns(moving, 0, wall);
   }
 
   // Step starts on the leader's clock, when every rank measured its offset.
@@ -205,10 +243,10 @@ void ClusterAssembler::finish_step(int64_t step) {
   ClusterStep cs;
   cs.step = step;
   const size_t cap = options_.window_steps;
-  for (size_t i = 0; i < present.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const auto& [rank, s] = present[i];
     RankState& r = ranks_[static_cast<size_t>(rank)];
-    const int64_t own = std::max<int64_t>(0, s.wall_ns - wait[i]);
+    const int64_t own = s.wall_ns - wait[i];  // >= 0: the wait is time inside the wall
     ++r.steps;
     r.wall_ns += s.wall_ns;
     r.wait_ns += wait[i];
@@ -291,14 +329,14 @@ ClusterView ClusterAssembler::view() const {
     if (s.step_wall_p50_ns) walls.push_back(*s.step_wall_p50_ns);
     v.ranks.push_back(std::move(s));
   }
+  // The fastest rank (smallest median own time) scores 1.0.
   int64_t best = std::numeric_limits<int64_t>::max();
   for (const auto& s : v.ranks) {
-    if (s.own_p50_ns && *s.own_p50_ns > 0) best = std::min(best, *s.own_p50_ns);
+    if (s.own_p50_ns) best = std::min(best, *s.own_p50_ns);
   }
   for (auto& s : v.ranks) {
-    if (s.own_p50_ns && *s.own_p50_ns > 0 && best != std::numeric_limits<int64_t>::max()) {
-      s.relative_perf = static_cast<double>(best) / static_cast<double>(*s.own_p50_ns);
-    }
+    if (!s.own_p50_ns) continue;
+    s.relative_perf = *s.own_p50_ns == best ? 1.0 : static_cast<double>(best) / static_cast<double>(*s.own_p50_ns);
   }
   const auto mid_wall = median_of(walls);
   v.straggler_threshold_ns = std::max<int64_t>(

@@ -29,12 +29,14 @@ CollectiveSpans::CollectiveSpans(const EventStore& s) {
       spans_.push_back({a.start_ns, a.end_ns - a.start_ns, ordinal[{a.device, a.stream}]});
     }
   } else {
+    std::map<std::string_view, uint32_t> by_name;
     for (const auto& r : s.ranges) {
       if (r.category != RangeCategory::kCollective || r.end_ns < r.start_ns) continue;
       const std::string_view name = s.names.view(r.name);
       if (name.substr(0, 5) != "gloo:") continue;
-      if (groups_.empty()) groups_.push_back("gloo");
-      spans_.push_back({r.start_ns, r.end_ns - r.start_ns, 0});
+      auto [it, inserted] = by_name.try_emplace(name, static_cast<uint32_t>(groups_.size()));
+      if (inserted) groups_.emplace_back(name);
+      spans_.push_back({r.start_ns, r.end_ns - r.start_ns, it->second});
     }
   }
   std::sort(spans_.begin(), spans_.end(), [](const Span& a, const Span& b) {
@@ -52,7 +54,7 @@ RankCollectives CollectiveSpans::in(int64_t lo, int64_t hi, int32_t rank, size_t
       ++out.dropped;
       continue;
     }
-    out.samples.push_back({groups_[it->group], it->dur_ns});
+    out.samples.push_back({groups_[it->group], it->dur_ns, it->start_ns - lo});
   }
   return out;
 }

@@ -3,10 +3,15 @@
 //
 // From GPU collective kernels (NCCL, RCCL...) when the source has any,
 // grouped by their stream's ordinal among the source's collective streams
-// (stream ids differ between ranks; their order of first use does not);
-// else from host-side collective execution ranges ("gloo:*", which gloo
-// records on its worker thread from start to completion). Host "nccl:*" /
-// "c10d::*" ranges only enqueue and are not instances.
+// (one stream per communicator, i.e. per process group and device; stream
+// ids differ between ranks, their order of first use does not); else from
+// host-side collective execution ranges ("gloo:*", which gloo records on
+// its worker thread from start to completion), grouped by name
+// ("gloo:all_reduce", "gloo:broadcast"): gloo runs a process group's
+// collectives on several worker threads at once, in the order they were
+// issued. Host "nccl:*" / "c10d::*" ranges only enqueue and are not
+// instances. Each instance keeps its start within the step, so that the
+// cross-rank view counts instances that overlap in time once.
 //
 // Internal to the analysis core; pure.
 #pragma once
@@ -23,8 +28,8 @@ namespace gpuutil {
 class CollectiveSpans {
  public:
   explicit CollectiveSpans(const EventStore& s);
-  // Instances starting in [lo, hi), in start order; at most `cap` (the rest
-  // counted in `dropped`).
+  // Instances starting in [lo, hi), in start order, with their starts as
+  // offsets from lo; at most `cap` (the rest counted in `dropped`).
   RankCollectives in(int64_t lo, int64_t hi, int32_t rank, size_t cap = 4096) const;
   bool empty() const { return spans_.empty(); }
 

@@ -1,7 +1,8 @@
 // Finding rules (see findings.h; every threshold is in docs/findings.md).
 //
 // Each rule reads one device's run totals (DeviceSummary) and, for counters,
-// memory and copies, that device's per-step reports; it fires only when its
+// memory and copies, that device's health folded over its step reports
+// (DeviceHealthTotals, in RunFacts); it fires only when its
 // evidence crosses a documented threshold, says what it saw, estimates the
 // time a fix could recover, and names the fix. The fix text fits the run's
 // workload (Report::workload: training, inference, capture, unknown), and
@@ -77,14 +78,8 @@ struct IdleRule {
 };
 
 constexpr IdleRule kIdleRules[] = {
-    {IdleCause::kDataloader, "idle_dataloader", "GPU idle waiting on the input pipeline",
-     "raise DataLoader num_workers, set pin_memory=True and persistent_workers=True, raise prefetch_factor, or move "
-     "augmentation to the GPU / pre-bake it",
-     nullptr,
-     "keep the device fed: batch requests dynamically (continuous batching for LLM serving) within a queue-delay "
-     "budget, run more model concurrency (several CUDA streams or model instances), or share the GPU with MIG/MPS "
-     "when the model is small; for offline inference over a DataLoader also raise num_workers and set "
-     "pin_memory=True"},
+    // Its fix reads the loader (loader_fix in host_findings.h): never a setting it already has.
+    {IdleCause::kDataloader, "idle_dataloader", "GPU idle waiting on the input pipeline", "", nullptr, nullptr},
     {IdleCause::kHostSync, "idle_host_sync", "GPU drained by host synchronization",
      "remove .item()/.cpu()/.tolist()/print of device tensors and blocking copies from the step (log every N steps, "
      "use non_blocking=True copies, keep metrics on the device)",
@@ -124,48 +119,14 @@ const char* fix_for(const IdleRule& rule, Kind kind) {
   return rule.fix;
 }
 
-// Health of one device over the run, folded from its step reports.
-struct RunHealth {
-  int64_t throttle_power_ns = 0;
-  int64_t throttle_thermal_ns = 0;
-  bool throttle_known = false;
-  double sm_clock_sum = 0, sm_clock_max = 0;
-  size_t sm_clock_n = 0;
-  std::optional<double> allocated_max, reserved_max, fb_used_max;
-  std::optional<double> power_w_max, temperature_c_max;
-  int64_t total_memory_bytes = 0;
-  uint64_t short_kernels = 0, kernels = 0;
-  uint64_t pageable_memcpys = 0, pageable_memcpy_bytes = 0;
-};
-
-void keep_max(std::optional<double>& into, const std::optional<double>& v) {
-  if (v) into = into ? std::max(*into, *v) : *v;
-}
+// Health of one device over a report's steps (gpuutil/run_totals.h).
+using RunHealth = DeviceHealthTotals;
 
 RunHealth run_health(const Report& report, const DeviceSummary& d) {
   RunHealth h;
   for (const auto& step : report.steps) {
     for (const auto& s : step.devices) {
-      if (s.device != d.device || s.rank != d.rank) continue;
-      const DeviceHealth& x = s.health;
-      if (x.throttle_power_ns || x.throttle_thermal_ns) h.throttle_known = true;
-      h.throttle_power_ns += x.throttle_power_ns.value_or(0);
-      h.throttle_thermal_ns += x.throttle_thermal_ns.value_or(0);
-      if (x.sm_clock_mhz && x.sm_clock_max_mhz && *x.sm_clock_max_mhz > 0) {
-        h.sm_clock_sum += *x.sm_clock_mhz;
-        h.sm_clock_max = std::max(h.sm_clock_max, *x.sm_clock_max_mhz);
-        ++h.sm_clock_n;
-      }
-      keep_max(h.allocated_max, x.peak_allocated_bytes ? x.peak_allocated_bytes : x.allocated_bytes);
-      keep_max(h.reserved_max, x.reserved_bytes);
-      keep_max(h.fb_used_max, x.fb_used_bytes);
-      keep_max(h.power_w_max, x.power_w);
-      keep_max(h.temperature_c_max, x.temperature_c);
-      h.total_memory_bytes = std::max(h.total_memory_bytes, s.total_memory_bytes);
-      h.short_kernels += s.short_kernels;
-      h.kernels += s.kernels;
-      h.pageable_memcpys += s.pageable_memcpys;
-      h.pageable_memcpy_bytes += s.pageable_memcpy_bytes;
+      if (s.device == d.device && s.rank == d.rank) h.add(s);
     }
   }
   return h;
@@ -179,7 +140,7 @@ Finding make(const char* id, std::string title, std::string evidence, std::strin
 // Share of the analysed time inside CUDA-graph capture windows: capture_ns
 // over the analysed wall of every rank (a rank's wall is its devices'). Exact
 // for one rank; with several, capture time is spread over ranks by wall.
-double capture_share(const Report& report) {
+double capture_share(const RunFacts& report) {
   if (report.workload.capture_ns <= 0) return 0.0;
   std::vector<std::pair<int32_t, int64_t>> rank_wall;
   for (const auto& d : report.summary.devices) {
@@ -196,11 +157,10 @@ double capture_share(const Report& report) {
   return std::min(1.0, static_cast<double>(report.workload.capture_ns) / static_cast<double>(analysed_ns));
 }
 
-void device_findings(const Report& report, const DeviceSummary& d, std::vector<Finding>& out) {
+void device_findings(const RunFacts& report, const DeviceSummary& d, const RunHealth& h, std::vector<Finding>& out) {
   const double wall = static_cast<double>(d.wall_ns);
   const std::string where = "rank " + std::to_string(d.rank) + " device " + std::to_string(d.device);
   const double steps = std::max<double>(1.0, static_cast<double>(report.summary.steps));
-  const RunHealth h = run_health(report, d);
   const Kind kind = kind_of(report.workload);
   const bool pageable = static_cast<double>(h.pageable_memcpy_bytes) / steps >= kPageableBytesPerStep;
 
@@ -218,8 +178,10 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
     return static_cast<int64_t>(static_cast<double>(d.breakdown.idle_ns[static_cast<size_t>(c)]) * idle_kept);
   };
 
-  // Idle, by cause.
-  int64_t unclaimed_idle_ns = 0;  // chargeable idle no idle rule below claims (for idle_serving)
+  // Idle, by cause. The device's own turnaround between back-to-back queued
+  // work (idle_kernel_gap) is no finding and no serving idle either.
+  const int64_t kernel_gap_ns = chargeable_idle(IdleCause::kKernelGap);
+  int64_t unclaimed_idle_ns = -kernel_gap_ns;  // chargeable idle no idle rule below claims (for idle_serving)
   for (int c = 0; c < kIdleCauseCount; ++c) unclaimed_idle_ns += chargeable_idle(static_cast<IdleCause>(c));
   for (const auto& rule : kIdleRules) {
     if (kind == Kind::kCapture) break;
@@ -240,13 +202,20 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
                   " of kernels are short";
     }
     std::string fix = fix_for(rule, kind);
+    std::string title_end;
+    if (rule.cause == IdleCause::kDataloader) {  // read from the loader itself (host_findings.h)
+      const LoaderReport* loader = main_loader(report.loaders, d.rank);
+      evidence += loader_evidence(loader);
+      title_end = loader_title(loader);
+      fix = loader_fix(loader, kind == Kind::kInference ? LoaderFixFor::kDeviceInference : LoaderFixFor::kDeviceTraining);
+    }
     if (rule.cause == IdleCause::kHostSync && pageable) {
       evidence += "; " + std::to_string(h.pageable_memcpys) + " copies from pageable memory block the host too";
       fix += "; pin the host side of copies (see pageable_copy)";
     }
     out.push_back(make(rule.id,
                        std::string(share >= kHigh ? "Highly" : "Moderately") + " bound: " + rule.what + " " +
-                           pct_text(share) + " of step time on " + where,
+                           pct_text(share) + " of step time on " + where + title_end,
                        std::move(evidence), std::move(fix), ns, wall));
   }
 
@@ -254,7 +223,8 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   // device waits for requests): idle >= 20% of wall, of which >= 5% is not
   // claimed by an idle_* finding above. Recovers only that unclaimed part,
   // so idle is never counted twice.
-  const int64_t chargeable_idle_ns = static_cast<int64_t>(static_cast<double>(idle_total_ns) * idle_kept);
+  const int64_t chargeable_idle_ns =
+      static_cast<int64_t>(static_cast<double>(idle_total_ns) * idle_kept) - kernel_gap_ns;
   if (kind == Kind::kInference && static_cast<double>(chargeable_idle_ns) / wall >= kHigh &&
       static_cast<double>(unclaimed_idle_ns) / wall >= kModerate) {
     out.push_back(make("idle_serving",
@@ -383,7 +353,7 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
   }
   // Small job on a big GPU: narrow kernels and a small memory footprint.
   std::optional<double> footprint = h.fb_used_max;
-  keep_max(footprint, h.reserved_max);
+  if (h.reserved_max) footprint = footprint ? std::max(*footprint, *h.reserved_max) : *h.reserved_max;
   if (d.sm_efficiency_est && *d.sm_efficiency_est < kSmallJob && footprint && h.total_memory_bytes > 0 &&
       *footprint < kSmallJob * static_cast<double>(h.total_memory_bytes)) {
     out.push_back(make("small_job",
@@ -397,7 +367,7 @@ void device_findings(const Report& report, const DeviceSummary& d, std::vector<F
 }
 
 // CUDA-graph capture windows: a note, not waste (recovers nothing).
-void capture_note(const Report& report, std::vector<Finding>& out) {
+void capture_note(const RunFacts& report, std::vector<Finding>& out) {
   if (report.workload.capture_ns <= 0) return;
   const double share = capture_share(report);
   const bool dominant = report.workload.kind == "capture";
@@ -430,17 +400,31 @@ Finding make_finding(const char* id, std::string title, std::string evidence, st
 }
 
 std::vector<Finding> derive_findings(const Report& report) {
-  std::vector<Finding> out;
+  RunFacts facts{report.summary, report.workload, {}, {}, {}, report.loaders};
   bool device = false;
   for (const auto& d : report.summary.devices) {
+    facts.health.push_back(run_health(report, d));
+    device = device || d.wall_ns > 0;
+  }
+  if (!device) facts.host = host_totals(report);  // a host-only run: the main thread's breakdown
+  return findings_of(facts);
+}
+
+std::vector<Finding> findings_of(const RunFacts& facts) {
+  std::vector<Finding> out;
+  bool device = false;
+  for (size_t i = 0; i < facts.summary.devices.size(); ++i) {
+    const DeviceSummary& d = facts.summary.devices[i];
     if (d.wall_ns <= 0) continue;
     device = true;
-    device_findings(report, d, out);
+    device_findings(facts, d, facts.health[i], out);
   }
-  if (!device) host_findings(report, out);  // a host-only run: the main thread's breakdown
-  const Summary& s = report.summary;
-  if (auto f = outside_steps_finding(s.steps, s.trace_span_ns, s.outside_steps_ns)) out.push_back(std::move(*f));
-  capture_note(report, out);
+  if (!device) host_findings_of(facts.host, facts.loaders, out);
+  const Summary& s = facts.summary;
+  if (auto f = outside_steps_finding(s.steps, s.trace_span_ns, s.outside_steps_ns, facts.outside_named_ns)) {
+    out.push_back(std::move(*f));
+  }
+  capture_note(facts, out);
   std::stable_sort(out.begin(), out.end(),
                    [](const Finding& a, const Finding& b) { return a.recoverable_ns > b.recoverable_ns; });
   return out;

@@ -74,7 +74,8 @@ Key active_key(int64_t start_ns, int64_t end_ns, uint32_t i) { return {start_ns,
 
 }  // namespace
 
-HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store), by_thread_(store.threads.size()) {
+HostBreakdownIndex::HostBreakdownIndex(const EventStore& store)
+    : store_(store), waits_(collective_waits(store)), by_thread_(store.threads.size()) {
   // Per thread, references to the store's ranges and blocking API calls (not
   // copies: a long run has millions of ranges per thread).
   const std::vector<uint8_t> blocking = blocking_api_calls(store);
@@ -93,6 +94,7 @@ HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store),
     for (size_t i = 0; i < store.api_calls.size(); ++i) {
       if (blocking[i]) bump(store.api_calls[i].thread);
     }
+    for (const auto& w : waits_) bump(w.thread);
     for (size_t t = 0; t < n.size(); ++t) slot(static_cast<uint32_t>(t)).reserve(n[t]);
   }
   std::vector<int64_t> last_start(by_thread_.size(), std::numeric_limits<int64_t>::min());
@@ -102,7 +104,7 @@ HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store),
     const auto& r = store.ranges[i];
     // Steps are the window, Python frames only name time (idle culprits).
     if (r.category == RangeCategory::kStep || r.category == RangeCategory::kPython || r.end_ns <= r.start_ns) continue;
-    slot(r.thread).push_back({i, false});
+    slot(r.thread).push_back({i, Source::kRange});
     if (r.start_ns < last_start[r.thread]) unsorted[r.thread] = 1;
     last_start[r.thread] = r.start_ns;
     max_duration_ns_[r.thread] = std::max(max_duration_ns_[r.thread], r.end_ns - r.start_ns);
@@ -114,31 +116,65 @@ HostBreakdownIndex::HostBreakdownIndex(const EventStore& store) : store_(store),
     const auto& c = store.api_calls[i];
     if (c.end_ns <= c.start_ns) continue;
     if (!blocking[i]) continue;
-    slot(c.thread).push_back({i, true});
+    slot(c.thread).push_back({i, Source::kApi});
     if (c.start_ns < last_api_start[c.thread]) unsorted[c.thread] = 1;
     last_api_start[c.thread] = c.start_ns;
     max_duration_ns_[c.thread] = std::max(max_duration_ns_[c.thread], c.end_ns - c.start_ns);
   }
+  std::vector<size_t> apis_end(by_thread_.size());
+  for (size_t t = 0; t < by_thread_.size(); ++t) apis_end[t] = by_thread_[t].size();
+  for (uint32_t i = 0; i < waits_.size(); ++i) {  // by thread, then start
+    const auto& w = waits_[i];
+    slot(w.thread).push_back({i, Source::kWait});
+    max_duration_ns_[w.thread] = std::max(max_duration_ns_[w.thread], w.end_ns - w.start_ns);
+  }
   for (size_t t = 0; t < by_thread_.size(); ++t) {
     auto& refs = by_thread_[t];
     const auto by_start = [this](Ref a, Ref b) { return start_of(a) < start_of(b); };
-    // Ranges first, then blocking API calls: two runs that are usually
-    // sorted already, so a linear merge replaces a full sort.
+    // Ranges, blocking API calls, then collective waits: runs that are
+    // usually sorted already, so linear merges replace a full sort.
     const auto mid = refs.begin() + static_cast<long>(ranges_end[t]);
+    const auto waits = refs.begin() + static_cast<long>(apis_end[t]);
     if (!unsorted[t]) {
-      if (mid != refs.begin() && mid != refs.end() && start_of(*mid) < start_of(*(mid - 1))) {
-        std::inplace_merge(refs.begin(), mid, refs.end(), by_start);
+      if (mid != refs.begin() && mid != waits && start_of(*mid) < start_of(*(mid - 1))) {
+        std::inplace_merge(refs.begin(), mid, waits, by_start);
       }
+      if (waits != refs.begin() && waits != refs.end()) std::inplace_merge(refs.begin(), waits, refs.end(), by_start);
     } else {
       std::stable_sort(refs.begin(), refs.end(), by_start);
+    }
+  }
+  // Forward/backward phases of a trace without module ranges
+  // (autograd_phases.h), merged into each thread's sorted references.
+  phases_ = autograd_phases(store);
+  for (uint32_t i = 0; i < phases_.size(); ++i) {
+    const auto& p = phases_[i];
+    auto& refs = slot(p.thread);
+    refs.push_back({i, Source::kPhase});
+    max_duration_ns_[p.thread] = std::max(max_duration_ns_[p.thread], p.end_ns - p.start_ns);
+    const bool last_of_thread = i + 1 == phases_.size() || phases_[i + 1].thread != p.thread;
+    if (last_of_thread) {
+      // This thread's phases (in start order) follow its other references.
+      auto first = refs.end() - 1;
+      while (first != refs.begin() && (first - 1)->source == Source::kPhase) --first;
+      std::inplace_merge(refs.begin(), first, refs.end(),
+                         [this](Ref a, Ref b) { return start_of(a) < start_of(b); });
     }
   }
 }
 
 HostBreakdownIndex::Item HostBreakdownIndex::item(Ref r) const {
-  if (r.is_api) {
+  if (r.source == Source::kApi) {
     const auto& c = store_.api_calls[r.index];
     return {c.start_ns, c.end_ns, c.name, HostCategory::kHostSync, false, true};
+  }
+  if (r.source == Source::kWait) {
+    const auto& w = waits_[r.index];
+    return {w.start_ns, w.end_ns, w.name, HostCategory::kCollective, false, false};
+  }
+  if (r.source == Source::kPhase) {  // unnamed: its time is named by the outermost op, or by nothing
+    const auto& p = phases_[r.index];
+    return {p.start_ns, p.end_ns, kNoName, p.category, false, true};
   }
   const auto& g = store_.ranges[r.index];
   return {g.start_ns, g.end_ns, g.name, host_category(g.category), g.category == RangeCategory::kOp, false};
@@ -222,6 +258,7 @@ std::vector<HostThreadStepReport> HostBreakdownIndex::step(int64_t start_ns, int
       }
       if (who < 0) return;
       const Item& w = items[static_cast<size_t>(who)];
+      if (w.is_api && w.name == kNoName) return;  // an autograd phase with no op over this stretch
       const size_t key = static_cast<size_t>(w.name) * 8 + idx(winner);
       if (key >= slots.size()) slots.resize((static_cast<size_t>(w.name) + 1) * 8, 0);
       if (slots[key] == 0) {

@@ -6,7 +6,9 @@
 // collective, other), so the categories sum to the window's wall time
 // exactly. Where ranges nest, the highest-priority category wins (see
 // docs/accounting.md, "Host breakdown"); the range that won a stretch of
-// time is its culprit.
+// time is its culprit. A thread blocked at the end of backward on the
+// collectives it issued there (DDP's reducer over gloo) is in `collective`
+// for that stretch (collective_waits.h).
 //
 // Contract: build a HostBreakdownIndex once per store (it keeps a reference
 // to the store, which must outlive it), then call step() per window from
@@ -19,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/autograd_phases.h"
+#include "analysis/collective_waits.h"
 #include "gpuutil/events.h"
 #include "gpuutil/report.h"
 
@@ -66,16 +70,28 @@ class HostBreakdownIndex {
   std::vector<HostThreadStepReport> step(int64_t start_ns, int64_t end_ns, size_t top_n, Scratch& scratch) const;
 
  private:
-  // A store range (is_api false) or blocking API call (is_api true).
+  // A store range, a blocking API call, or a wait for collectives the
+  // thread issued (collective_waits.h; index into waits_).
+  // Or a forward/backward phase of a trace without module ranges
+  // (autograd_phases.h; index into phases_).
+  enum class Source : uint8_t { kRange, kApi, kWait, kPhase };
   struct Ref {
     uint32_t index;
-    bool is_api;
+    Source source;
   };
   Item item(Ref r) const;
   int64_t start_of(Ref r) const {
-    return r.is_api ? store_.api_calls[r.index].start_ns : store_.ranges[r.index].start_ns;
+    switch (r.source) {
+      case Source::kApi: return store_.api_calls[r.index].start_ns;
+      case Source::kWait: return waits_[r.index].start_ns;
+      case Source::kPhase: return phases_[r.index].start_ns;
+      case Source::kRange: break;
+    }
+    return store_.ranges[r.index].start_ns;
   }
   const EventStore& store_;
+  std::vector<CollectiveWait> waits_;
+  std::vector<AutogradPhase> phases_;
   std::vector<std::vector<Ref>> by_thread_;  // sorted by start_ns
   std::vector<int64_t> max_duration_ns_;     // longest item per thread
 };

@@ -7,6 +7,7 @@
 
 #include "analysis/blocking_calls.h"
 #include "analysis/correlation_index.h"
+#include "analysis/culprit.h"
 #include "gpuutil/range_classify.h"
 
 namespace gpuutil {
@@ -104,7 +105,9 @@ HostTimelines build_host_timelines(const EventStore& store) {
   out.threads.resize(n_threads);
 
   struct Raw {
-    std::vector<NamedInterval> ops, dataloader, collective, sync, leaf, python, phases;
+    std::vector<NamedInterval> ops, dataloader, collective, sync, leaf, python, phases, active;
+    std::vector<UnitRange> units;      // ops, host syncs, collectives: what may dispatch device work
+    std::vector<int64_t> queue_starts;  // calls that queue device work
   };
   std::vector<Raw> raw(n_threads);
   {
@@ -118,10 +121,18 @@ HostTimelines build_host_timelines(const EventStore& store) {
       raw[t].leaf.reserve(ops[t] + others[t]);
     }
   }
+  for (const auto& c : store.api_calls) {
+    if (c.kind != HostApiKind::kOther && c.kind != HostApiKind::kSynchronize) raw[c.thread].queue_starts.push_back(c.start_ns);
+  }
   for (const auto& r : store.ranges) {
     auto& t = raw[r.thread];
     out.threads[r.thread].has_events = true;
     const NamedInterval iv{r.start_ns, r.end_ns, r.name};
+    t.active.push_back(iv);
+    if (r.category == RangeCategory::kOp || r.category == RangeCategory::kHostSync ||
+        r.category == RangeCategory::kCollective) {
+      t.units.push_back({r.start_ns, r.end_ns, r.name, r.category == RangeCategory::kOp});
+    }
     if (r.category == RangeCategory::kPython) {
       t.python.push_back(iv);
       continue;
@@ -141,10 +152,44 @@ HostTimelines build_host_timelines(const EventStore& store) {
     }
   }
   for (size_t i = 0; i < n_threads; ++i) {
-    out.threads[i].ops = merge_named(std::move(raw[i].ops));
-    out.threads[i].leaf = innermost_named(std::move(raw[i].leaf));
-    out.threads[i].python = innermost_named(std::move(raw[i].python));
-    out.threads[i].phases = innermost_named(std::move(raw[i].phases));
+    auto& t = raw[i];
+    // Regions (culprit.h) are left out of the ops: the units inside name
+    // the work they queue.
+    const std::vector<uint8_t> region = region_flags(t.units, std::move(t.queue_starts), store.names);
+    std::vector<NamedInterval> regions;
+    for (size_t k = 0; k < t.units.size(); ++k) {
+      if (region[k]) regions.push_back({t.units[k].start_ns, t.units[k].end_ns, t.units[k].name});
+    }
+    if (!regions.empty()) {
+      std::sort(regions.begin(), regions.end(), [](const NamedInterval& a, const NamedInterval& b) {
+        return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
+      });
+      t.ops.erase(std::remove_if(t.ops.begin(), t.ops.end(),
+                                 [&](const NamedInterval& o) {
+                                   const auto at = std::lower_bound(
+                                       regions.begin(), regions.end(), o,
+                                       [](const NamedInterval& a, const NamedInterval& b) {
+                                         return a.start_ns != b.start_ns ? a.start_ns < b.start_ns
+                                                                         : a.end_ns < b.end_ns;
+                                       });
+                                   return at != regions.end() && at->start_ns == o.start_ns &&
+                                          at->end_ns == o.end_ns && at->name == o.name;
+                                 }),
+                  t.ops.end());
+    }
+    std::vector<UnitRange>().swap(t.units);
+    out.threads[i].regions = merge_named(std::move(regions));
+    out.threads[i].ops = merge_named(std::move(t.ops));
+    if (!t.python.empty()) {
+      // Python frames and ranges nest in one another: the innermost names the time.
+      std::vector<NamedInterval> both = t.leaf;
+      both.insert(both.end(), t.python.begin(), t.python.end());
+      out.threads[i].named = innermost_named(std::move(both));
+      std::vector<NamedInterval>().swap(t.python);
+    }
+    out.threads[i].leaf = innermost_named(std::move(t.leaf));
+    out.threads[i].phases = innermost_named(std::move(t.phases));
+    out.threads[i].active = merge_named(std::move(t.active));
   }
   CorrelationIndex launch_by_correlation(store.api_calls);
   for (uint32_t i = 0; i < store.api_calls.size(); ++i) {

@@ -2,7 +2,14 @@
 //
 // Internal to the analysis core. For each thread, sorted disjoint interval
 // lists, each interval carrying the name of its outermost contributor:
-//   ops         outermost framework ops (launch windows start here)
+//   ops         outermost framework ops that are units, not regions
+//               (culprit.h: a compiled graph's wrapper is left out, the
+//               ops inside it are the outermost there); launch windows
+//               start here
+//   regions     the region ops left out of `ops`
+//   active      every range of the thread, steps and phases included: the
+//               thread was inside something recorded (outside it, it
+//               recorded nothing: an idle worker thread)
 //   dataloader  input-pipeline waits
 //   collective  host-side collectives
 //   sync        host blocked on the device: host-sync ops (aten::item) and
@@ -11,7 +18,10 @@
 // and, to name plain host time, the innermost range covering each instant:
 //   leaf        innermost op or range that is not a coarse phase
 //               (is_phase_range) and has a name
-//   python      innermost Python frame (Kineto python_function)
+//   named       innermost of those and Python frames (Kineto
+//               python_function): a frame under a coarse annotation names
+//               the time, an op under a frame does; empty when the thread
+//               has no Python frames (then `leaf` names the time)
 //   phases      innermost coarse phase ("## forward ##"), context only
 #pragma once
 
@@ -44,8 +54,12 @@ struct HostThreadTimeline {
   NamedIntervalList collective;
   NamedIntervalList sync;
   NamedIntervalList leaf;
-  NamedIntervalList python;
+  NamedIntervalList named;
   NamedIntervalList phases;
+  NamedIntervalList regions;
+  NamedIntervalList active;
+  // The list that names plain host time: `named`, else `leaf`.
+  const NamedIntervalList& naming() const { return named.empty() ? leaf : named; }
 };
 
 struct HostTimelines {

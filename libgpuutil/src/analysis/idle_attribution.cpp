@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <limits>
+#include <optional>
 
 namespace gpuutil {
 
@@ -31,26 +33,20 @@ int64_t next_change(const NamedIntervalList& list, int64_t t) {
 }
 
 // Credits [x, y) of plain host time on `thread` piece by piece, each piece
-// named by what used the CPU: the innermost named op or range (coarse
-// phases excluded), else the innermost Python frame, else the thread itself
-// with the phase it was in as context.
+// named by what used the CPU: the innermost named op, range or Python frame
+// (coarse phases excluded; a frame under an annotation names its time),
+// else the thread itself with the phase it was in as context.
 void credit_host_time(IdleAccount& out, IdleCause cause, const HostThreadTimeline& th, uint32_t thread, int64_t x,
                       int64_t y) {
+  const NamedIntervalList& naming = th.naming();
   int64_t cur = x;
   while (cur < y) {
     // The piece ends where the list that names it (or any list consulted
     // before it) next changes.
-    int64_t next = y;
-    long i = -1;
+    int64_t next = std::min(y, next_change(naming, cur));
+    long i = find_containing(naming, cur);
     CulpritKey who = 0;
-    for (const NamedIntervalList* list : {&th.leaf, &th.python}) {
-      next = std::min(next, next_change(*list, cur));
-      i = find_containing(*list, cur);
-      if (i >= 0) {
-        who = range_culprit((*list)[i].name);
-        break;
-      }
-    }
+    if (i >= 0) who = range_culprit(naming[i].name);
     if (i < 0) {
       next = std::min(next, next_change(th.phases, cur));
       i = find_containing(th.phases, cur);
@@ -62,20 +58,48 @@ void credit_host_time(IdleAccount& out, IdleCause cause, const HostThreadTimelin
 }
 
 // What queued `work` through `call`, as a user reads it: the outermost op
-// around the call (its dispatch), else the innermost range or Python frame
-// around it, else the work itself (a kernel name says more than
-// "cudaLaunchKernel").
+// around the call (its dispatch; regions such as a compiled graph's wrapper
+// are not ops here, culprit.h), else the innermost range or Python frame
+// around it unless that is the region itself, else the work itself (a
+// kernel name says more than "cudaLaunchKernel" or the region).
 NameId queued_by(const HostThreadTimeline& th, const HostApiCall& call, const DeviceActivity& work) {
-  for (const NamedIntervalList* list : {&th.ops, &th.leaf, &th.python}) {
-    const long i = find_containing(*list, call.start_ns);
-    if (i >= 0) return (*list)[i].name;
+  long i = find_containing(th.ops, call.start_ns);
+  if (i >= 0) return th.ops[i].name;
+  const NamedIntervalList& naming = th.naming();
+  i = find_containing(naming, call.start_ns);
+  if (i >= 0) {
+    const long r = find_containing(th.regions, call.start_ns);
+    if (r < 0 || th.regions[r].name != naming[i].name) return naming[i].name;
   }
-  return work.name != kNoName ? work.name : call.name;
+  // A kernel's own name; never a copy's or memset's (an imported trace names
+  // them "Memset (Device)", CUPTI's records do not: a live step and the same
+  // trace imported must name the same culprit), the call's instead.
+  return work.kind == ActivityKind::kKernel && work.name != kNoName ? work.name : call.name;
+}
+
+// Another thread that explains time `thread` spent idle (inside no
+// recorded range at all, steps and phases included: an autograd or worker
+// thread between its work): of `others` (the window's launching threads,
+// most launches first), the first blocked at t in a DataLoader wait, else
+// in a collective, else in a sync, else the first inside a named op or
+// range (a phase or a Python frame alone is no evidence: it is often a wait
+// for `thread` itself). -1 when none.
+long other_thread_at(const HostTimelines& host, const std::vector<uint32_t>& others, uint32_t thread, int64_t t) {
+  for (auto state : {&HostThreadTimeline::dataloader, &HostThreadTimeline::collective, &HostThreadTimeline::sync,
+                     &HostThreadTimeline::leaf}) {
+    for (uint32_t m : others) {
+      if (m == thread || m >= host.threads.size() || !host.threads[m].has_events) continue;
+      if (find_containing(host.threads[m].*state, t) >= 0) return m;
+    }
+  }
+  return -1;
 }
 
 // Explains [x, y) of a gap that began at gap_start by the thread's state.
-void split_by_host_state(const HostThreadTimeline& th, uint32_t thread, int64_t gap_start, int64_t x, int64_t y,
-                         IdleAccount& out) {
+// `others` (or null): threads that explain the time this one was idle
+// (other_thread_at).
+void split_by_host_state(const HostTimelines& host, const HostThreadTimeline& th, uint32_t thread, int64_t gap_start,
+                         int64_t x, int64_t y, IdleAccount& out, const std::vector<uint32_t>* others) {
   // Did the gap open while the thread was blocked in a sync? Then the GPU
   // drained behind that sync and the plain host time after it is its cost.
   int64_t drain_from = kNever;
@@ -113,9 +137,22 @@ void split_by_host_state(const HostThreadTimeline& th, uint32_t thread, int64_t 
       cur = end;
       continue;
     }
-    const int64_t end = std::min(next, y);
+    int64_t end = std::min(next, y);
     if (drain_from <= cur) {
       credit(out, IdleCause::kHostSync, drain_name, cur, end);
+    } else if (others != nullptr && find_containing(th.active, cur) < 0) {
+      // The thread recorded nothing: it was idle, waiting for another
+      // thread. The thread that was actually in something explains it.
+      end = std::min(end, next_change(th.active, cur));
+      const long m = other_thread_at(host, *others, thread, cur);
+      if (m >= 0) {
+        const HostThreadTimeline& mt = host.threads[static_cast<size_t>(m)];
+        end = std::min({end, next_change(mt.dataloader, cur), next_change(mt.collective, cur),
+                        next_change(mt.sync, cur), next_change(mt.leaf, cur)});
+        split_by_host_state(host, mt, static_cast<uint32_t>(m), gap_start, cur, end, out, nullptr);
+      } else {
+        credit_host_time(out, IdleCause::kHost, th, thread, cur, end);
+      }
     } else {
       credit_host_time(out, IdleCause::kHost, th, thread, cur, end);
     }
@@ -128,6 +165,11 @@ void split_by_host_state(const HostThreadTimeline& th, uint32_t thread, int64_t 
 // was blocked in explains it when there is something: a sync or blocking
 // copy on any thread (idle_host_sync), else a collective (idle_collective);
 // otherwise idle_dependency, culprit = the call that queued the work.
+// A sync or collective the host is still in when the work starts (it ends
+// after b) did not hold the work back: the work started without the host
+// getting out. It was waiting on the GPU itself (a .item() or blocking copy
+// queued behind the very work that ended the gap): a consequence of the
+// dependency, not its cause, so it explains nothing here.
 void split_by_dependency(const HostTimelines& host, NameId queued_by, int64_t a, int64_t b, IdleAccount& out) {
   int64_t cur = a;
   while (cur < b) {
@@ -138,9 +180,9 @@ void split_by_dependency(const HostTimelines& host, NameId queued_by, int64_t a,
       if (!th.has_events) continue;
       next = std::min({next, next_change(th.sync, cur), next_change(th.collective, cur)});
       const long s = find_containing(th.sync, cur);
-      if (s >= 0 && sync == nullptr) sync = &th.sync[s];
+      if (s >= 0 && sync == nullptr && th.sync[s].end_ns <= b) sync = &th.sync[s];
       const long c = find_containing(th.collective, cur);
-      if (c >= 0 && collective == nullptr) collective = &th.collective[c];
+      if (c >= 0 && collective == nullptr && th.collective[c].end_ns <= b) collective = &th.collective[c];
     }
     const int64_t end = std::min(next, b);
     if (sync != nullptr) {
@@ -168,10 +210,19 @@ void split_by_dependency(const HostTimelines& host, NameId queued_by, int64_t a,
 // (CUDA's submission latency is a few microseconds; the cap keeps one
 // delayed launch in a sparse window from hiding a real dependency.)
 constexpr int64_t kMaxSubmitNs = 20'000;
+// A gap shorter than this before work that was already queued is the
+// device's own turnaround between back-to-back work (HTA's "kernel wait"):
+// idle_kernel_gap, never a dependency.
+constexpr int64_t kKernelGapNs = 20'000;
+// A launching op that spent this much longer than the window's median
+// dispatch before its launch call stalled on host work (first use of a GEMM
+// shape, an allocator miss): that excess is host work of the op, not launch.
+constexpr int64_t kDispatchStallNs = 500'000;
 
 struct WindowFacts {
   int64_t thread = -1;
   int64_t submit_floor_ns = kMaxSubmitNs;
+  std::vector<uint32_t> launchers;  // threads that launched the window's work, most launches first
 };
 
 bool from_graph(const DeviceActivity& a, const HostApiCall& call) { return a.graph_id != 0 || call.graph; }
@@ -204,12 +255,83 @@ WindowFacts window_facts(const EventStore& store, const DeviceTimeline& tl, cons
       best_n = n;
     }
   }
+  std::sort(counts.begin(), counts.end(),
+            [](const auto& x, const auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
+  for (const auto& [thread, n] : counts) f.launchers.push_back(thread);
   return f;
 }
 
+// How long launching ops take before their launch call in the window (the
+// window's median dispatch), and each launch's own dispatch. Built only when
+// a gap's op worked long enough before its call to be a stall candidate
+// (rare), since it sorts the window's launches.
+// Dispatch of a launch call: from its op's start, or from the end of the
+// op's previous launch call when it launched several (a foreach op, a
+// convolution with helper kernels), to the call.
+class DispatchModel {
+ public:
+  DispatchModel(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host, int64_t lo, int64_t hi)
+      : store_(store), host_(host) {
+    const auto& acts = store.activities;
+    auto it = std::lower_bound(tl.by_start.begin(), tl.by_start.end(), lo,
+                               [&](uint32_t i, int64_t t) { return acts[i].start_ns < t; });
+    for (; it != tl.by_start.end() && acts[*it].start_ns < hi; ++it) {
+      const uint32_t launch = host.launch_of[*it];
+      if (launch != kNoLaunch && !from_graph(acts[*it], store.api_calls[launch])) launches_.push_back(launch);
+    }
+    std::sort(launches_.begin(), launches_.end(), [&](uint32_t x, uint32_t y) { return before(x, y); });
+    launches_.erase(std::unique(launches_.begin(), launches_.end()), launches_.end());
+    std::vector<int64_t> all;
+    all.reserve(launches_.size());
+    for (uint32_t launch : launches_) {
+      const int64_t d = dispatch_ns(launch);
+      if (d >= 0) all.push_back(d);
+    }
+    if (!all.empty()) {
+      const auto mid = all.begin() + static_cast<long>((all.size() - 1) / 2);  // lower median
+      std::nth_element(all.begin(), mid, all.end());
+      p50_ns_ = *mid;
+    }
+  }
+
+  int64_t p50_ns() const { return p50_ns_; }  // -1: no launch inside an op
+
+  // The dispatch of `launch`, -1 when no op encloses the call.
+  int64_t dispatch_ns(uint32_t launch) const {
+    const HostApiCall& call = store_.api_calls[launch];
+    const auto& ops = host_.threads[call.thread].ops;
+    const long op = find_containing(ops, call.start_ns);
+    if (op < 0) return -1;
+    int64_t from = ops[op].start_ns;
+    // The thread's previous plain launch call (launches_ is sorted by
+    // (thread, start)), if it returned inside this op.
+    const auto it = std::lower_bound(launches_.begin(), launches_.end(), launch,
+                                     [&](uint32_t x, uint32_t l) { return before(x, l); });
+    if (it != launches_.begin()) {
+      const auto& prev = store_.api_calls[*std::prev(it)];
+      if (prev.thread == call.thread && prev.end_ns <= call.start_ns && prev.end_ns > from) from = prev.end_ns;
+    }
+    return call.start_ns - from;
+  }
+
+ private:
+  bool before(uint32_t x, uint32_t y) const {
+    const auto& cx = store_.api_calls[x];
+    const auto& cy = store_.api_calls[y];
+    if (cx.thread != cy.thread) return cx.thread < cy.thread;
+    return cx.start_ns != cy.start_ns ? cx.start_ns < cy.start_ns : x < y;
+  }
+
+  const EventStore& store_;
+  const HostTimelines& host_;
+  std::vector<uint32_t> launches_;  // the window's plain launch calls, by (thread, start)
+  int64_t p50_ns_ = -1;
+};
+
+// `dispatch`: the window's DispatchModel, built on first need.
 void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const HostTimelines& host,
-                   const WindowFacts& facts, int64_t fallback_thread, int64_t a, int64_t b, int64_t hi_ns,
-                   IdleAccount& out) {
+                   const WindowFacts& facts, std::optional<DispatchModel>& dispatch, int64_t lo_ns,
+                   int64_t fallback_thread, int64_t a, int64_t b, int64_t hi_ns, IdleAccount& out) {
   const auto& acts = store.activities;
   int64_t thread = -1;
   int64_t launch_from = kNever;
@@ -222,6 +344,7 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
                                       [&](uint32_t i, int64_t t) { return acts[i].start_ns < t; });
   const HostApiCall* next_call = nullptr;
   const DeviceActivity* next_work = nullptr;
+  uint32_t next_launch = kNoLaunch;
   for (auto it = first; it != tl.by_start.end() && acts[*it].start_ns == acts[*first].start_ns; ++it) {
     const uint32_t launch = host.launch_of[*it];
     if (launch == kNoLaunch) continue;
@@ -236,6 +359,7 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
           (call.start_ns == next_call->start_ns && call.thread < next_call->thread)))) {
       next_call = &call;
       next_work = &acts[*it];
+      next_launch = launch;
     }
   }
   if (next_call != nullptr) {
@@ -247,14 +371,34 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
       // Queued before the gap began (HTA's host-wait test: the enqueuing
       // call had returned). Until the device could have picked it up (the
       // window's fastest launch-to-start) it was still being submitted:
-      // launch. After that it waited on a dependency, not on a launch.
+      // launch (a loop of tiny kernels is launch-bound although each call
+      // returns before the previous kernel ends). After that, a gap shorter
+      // than kKernelGapNs is the device going from one piece of queued work
+      // to the next; a longer one waited on a dependency, not on a launch.
       const int64_t ready_ns = std::clamp(call.start_ns + facts.submit_floor_ns, a, b);
       credit(out, IdleCause::kLaunch, launch_name, a, ready_ns);
+      if (b - a < kKernelGapNs) {
+        credit(out, IdleCause::kKernelGap, launch_name, ready_ns, b);
+        return;
+      }
       split_by_dependency(host, launch_name, ready_ns, b, out);
       return;
     }
     thread = call.thread;
     launch_from = op >= 0 ? ops[op].start_ns : call.start_ns;
+    // A stall inside the launching op before its call (first use of a GEMM
+    // shape, an allocator miss): the op worked far longer than dispatching
+    // a kernel takes here. Only the usual dispatch is launch; the rest is
+    // the op's host work, named and split like host work after a call.
+    // (The op's time before the call bounds its dispatch: only a call at
+    // least kDispatchStallNs into its op can be a stall.)
+    if (op >= 0 && call.start_ns - ops[op].start_ns >= kDispatchStallNs && !from_graph(*next_work, call)) {
+      if (!dispatch) dispatch.emplace(store, tl, host, lo_ns, hi_ns);
+      const int64_t p50 = dispatch->p50_ns();
+      if (p50 >= 0 && dispatch->dispatch_ns(next_launch) - p50 >= kDispatchStallNs) {
+        launch_from = std::max(launch_from, call.start_ns - p50);
+      }
+    }
     // The enqueuing call itself blocks the host (a pageable async copy, a
     // synchronous copy): from the call on, the host is stuck in it, which
     // no launch optimization removes. host_sync, named like other syncs.
@@ -277,7 +421,7 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
     credit(out, IdleCause::kUnattributed, kNoHostCulprit, a, host_end);
     return;
   }
-  split_by_host_state(host.threads[thread], static_cast<uint32_t>(thread), a, a, host_end, out);
+  split_by_host_state(host, host.threads[thread], static_cast<uint32_t>(thread), a, a, host_end, out, &facts.launchers);
 }
 
 }  // namespace
@@ -287,6 +431,7 @@ void attribute_idle(const EventStore& store, const DeviceTimeline& device, const
   // Gaps whose next work has no known launch are explained by the window's
   // main launching thread, else the device's, else the caller's fallback.
   const WindowFacts facts = window_facts(store, device, host, lo_ns, hi_ns);
+  std::optional<DispatchModel> dispatch;
   int64_t fallback = facts.thread;
   if (fallback < 0) {
     auto m = host.main_thread_by_device.find(device.device);
@@ -295,7 +440,7 @@ void attribute_idle(const EventStore& store, const DeviceTimeline& device, const
   int64_t cur = lo_ns;
   for (size_t i = first_ending_after(device.busy, lo_ns); cur < hi_ns; ++i) {
     const int64_t gap_end = (i < device.busy.size()) ? std::min(device.busy[i].start_ns, hi_ns) : hi_ns;
-    if (gap_end > cur) attribute_gap(store, device, host, facts, fallback, cur, gap_end, hi_ns, out);
+    if (gap_end > cur) attribute_gap(store, device, host, facts, dispatch, lo_ns, fallback, cur, gap_end, hi_ns, out);
     if (i >= device.busy.size()) break;
     cur = std::max(cur, device.busy[i].end_ns);
   }

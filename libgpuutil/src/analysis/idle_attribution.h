@@ -5,14 +5,20 @@
 //   1. The work that ends the gap (the activities starting at b; of ties,
 //      the one whose enqueuing call returned last) is looked up by
 //      correlation id.
-//   2. Queued before the gap (its call returned by a): until the device
-//      could have picked it up (call start + the window's submission floor)
-//      it is `launch`; after that the GPU waited on a dependency: whatever
-//      a host thread was blocked in explains it (sync or blocking copy:
-//      `host_sync`; collective: `collective`), else `dependency`.
+//   2. Queued before the gap (its call returned by a): a gap under 20 us is
+//      `kernel_gap` (the device's turnaround between back-to-back work).
+//      Otherwise, until the device could have picked it up (call start +
+//      the window's submission floor) it is `launch`; after that the GPU
+//      waited on a dependency: whatever a host thread was blocked in
+//      explains it (sync or blocking copy: `host_sync`; collective:
+//      `collective`) unless the host was still in it when the work started
+//      (it waited on the GPU: a consequence), else `dependency`.
 //   3. Launched late: the part after the launching op began (the outermost
 //      op around the call, else the call) is `launch`, or `host_sync` from
-//      the call on when the call itself blocks (pageable copy).
+//      the call on when the call itself blocks (pageable copy). When the op
+//      worked >= 0.5 ms longer before its call than the window's median
+//      dispatch (a first-use GEMM, an allocator stall), only that median is
+//      `launch`: the rest is the op's host work (rule 4).
 //   4. The rest is explained by the launching thread's state (the window's
 //      main launching thread when there is no match), by priority:
 //      dataloader > collective > host_sync > other. "Other" time is

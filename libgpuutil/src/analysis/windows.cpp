@@ -14,13 +14,31 @@ EventSpan event_span(const EventStore& s, bool with_steps) {
   return span;
 }
 
-std::vector<StepWindow> analysis_windows(const EventStore& s) {
-  if (!s.steps.empty()) return s.steps;
-  return analysis_windows(s, event_span(s));
+namespace {
+
+// The store's steps, the last one ending where recording stopped.
+std::vector<StepWindow> step_windows(const EventStore& s, StepTail* tail) {
+  std::vector<StepWindow> windows = s.steps;
+  const StepTail t = step_tail(s, windows);
+  if (t.unrecorded_ns > 0) {
+    for (auto& w : windows) {
+      if (w.step == t.step && w.end_ns == t.unrecorded_from_ns + t.unrecorded_ns) w.end_ns = t.unrecorded_from_ns;
+    }
+  }
+  if (tail) *tail = t;
+  return windows;
 }
 
-std::vector<StepWindow> analysis_windows(const EventStore& s, const EventSpan& span) {
-  if (!s.steps.empty()) return s.steps;
+}  // namespace
+
+std::vector<StepWindow> analysis_windows(const EventStore& s, StepTail* tail) {
+  if (!s.steps.empty()) return step_windows(s, tail);
+  return analysis_windows(s, event_span(s), tail);
+}
+
+std::vector<StepWindow> analysis_windows(const EventStore& s, const EventSpan& span, StepTail* tail) {
+  if (tail) *tail = StepTail{};
+  if (!s.steps.empty()) return step_windows(s, tail);
   if (span.empty()) return {};
   return {StepWindow{0, span.lo, span.hi}};
 }

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "analysis/step_tail.h"
 #include "gpuutil/events.h"
 
 namespace gpuutil {
@@ -26,10 +27,12 @@ struct EventSpan {
 EventSpan event_span(const EventStore& store, bool with_steps = true);
 
 // The store's step windows, or, when it has none, one window (step 0) over
-// the whole event span; empty for a store with no events.
-std::vector<StepWindow> analysis_windows(const EventStore& store);
+// the whole event span; empty for a store with no events. The last step's
+// window ends before a trailing stretch in which nothing was recorded
+// (step_tail.h); `tail`, when given, receives what step_tail() found.
+std::vector<StepWindow> analysis_windows(const EventStore& store, StepTail* tail = nullptr);
 // The same, reusing an event_span() the caller already computed.
-std::vector<StepWindow> analysis_windows(const EventStore& store, const EventSpan& span);
+std::vector<StepWindow> analysis_windows(const EventStore& store, const EventSpan& span, StepTail* tail = nullptr);
 
 // The thread with the most host ranges (-1 if none): explains gaps on
 // devices whose launches could not be matched.

@@ -41,6 +41,7 @@ const char* to_string(IdleCause c) {
     case IdleCause::kHost: return "host";
     case IdleCause::kDependency: return "dependency";
     case IdleCause::kUnattributed: return "unattributed";
+    case IdleCause::kKernelGap: return "kernel_gap";
   }
   return "unknown";
 }

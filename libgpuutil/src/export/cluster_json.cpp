@@ -153,13 +153,20 @@ RankStep parse_step(const element& e) {
     simdjson::dom::array list;
     if (field.get_array().get(list) != simdjson::SUCCESS) throw std::runtime_error("'collectives' must be an array");
     for (const element c : list) {
-      simdjson::dom::array pair;
+      // [group, dur_ns] or [group, dur_ns, start_offset_ns]
+      simdjson::dom::array tuple;
       std::string_view group;
-      if (c.get_array().get(pair) != simdjson::SUCCESS || pair.size() != 2 ||
-          pair.at(0).get_string().get(group) != simdjson::SUCCESS || !pair.at(1).is_int64()) {
-        throw std::runtime_error("a collective must be [group, dur_ns]");
+      if (c.get_array().get(tuple) != simdjson::SUCCESS || tuple.size() < 2 || tuple.size() > 3 ||
+          tuple.at(0).get_string().get(group) != simdjson::SUCCESS || !tuple.at(1).is_int64() ||
+          (tuple.size() == 3 && !tuple.at(2).is_int64())) {
+        throw std::runtime_error("a collective must be [group, dur_ns, start_offset_ns]");
       }
-      s.collectives.push_back({std::string(group), as_int(pair.at(1).value_unsafe(), "dur_ns")});
+      CollectiveSample sample{std::string(group), as_int(tuple.at(1).value_unsafe(), "dur_ns"), std::nullopt};
+      if (tuple.size() == 3) {
+        sample.start_offset_ns = as_int(tuple.at(2).value_unsafe(), "start_offset_ns");
+        if (*sample.start_offset_ns < 0) throw std::runtime_error("'start_offset_ns' must be >= 0");
+      }
+      s.collectives.push_back(std::move(sample));
     }
   }
   s.collectives_dropped = static_cast<uint64_t>(get_optional_int(j, "collectives_dropped").value_or(0));
@@ -242,6 +249,7 @@ std::string rank_batch_to_json(const RankBatch& b) {
       w.begin_array();
       w.value(c.group);
       w.value(c.dur_ns);
+      if (c.start_offset_ns) w.value(*c.start_offset_ns);
       w.end_array();
     }
     w.end_array();

@@ -2,8 +2,11 @@
 //
 // Reuses the analysis core's own stages (device timelines, host timelines,
 // idle attribution with its segment output) so that the idle-cause track
-// shows exactly the time the report accounts, piece by piece. Serialisation
-// is nlohmann::ordered_json; invalid UTF-8 in names is replaced.
+// shows exactly the time the report accounts, piece by piece. Each rank
+// also gets a host process: its steps and a thread per host thread with
+// its ranges and runtime calls, in lanes where they do not nest (so a CPU
+// profiler trace exports its host timeline). Serialisation is
+// nlohmann::ordered_json; invalid UTF-8 in names is replaced.
 #include "gpuutil/perfetto.h"
 
 #include <algorithm>
@@ -31,7 +34,11 @@ using Json = nlohmann::ordered_json;
 constexpr int64_t kStepsTid = 1;
 constexpr int64_t kIdleTid = 2;
 constexpr int64_t kStreamTidBase = 1000;  // + stream * 16 + lane
-
+// The host process of a rank: rank * 1000 + kHostPid (GPU processes are
+// rank * 1000 + device + 1); its threads are kHostTidBase + thread * 64 + lane.
+constexpr int64_t kHostPid = 999;
+constexpr int64_t kHostTidBase = 1000;
+constexpr int64_t kHostLanes = 64;
 // Timestamps are written relative to the earliest event of all stores (the
 // origin is in otherData.time_origin_ns): absolute session-clock ns as µs
 // doubles would lose sub-µs precision and make adjacent slices overlap.
@@ -146,6 +153,62 @@ void add_store(const EventStore& s, int64_t origin_ns, Json& events) {
   }
 }
 
+// The rank's host process: steps, then each host thread's ranges and
+// runtime calls. A slice goes to the first lane of its thread where it
+// nests (Chrome's format needs nesting per track).
+void add_host(const EventStore& s, int64_t origin_ns, Json& events) {
+  if (s.ranges.empty() && s.api_calls.empty()) return;
+  const int64_t pid = int64_t{s.rank} * 1000 + kHostPid;
+  events.push_back(meta("process_name", pid, 0, "rank " + std::to_string(s.rank) + " host"));
+  Json sort = meta("process_sort_index", pid, 0, "");
+  sort["args"] = Json::object({{"sort_index", int64_t{s.rank} * 1000}});  // before the rank's GPUs
+  events.push_back(std::move(sort));
+  events.push_back(meta("thread_name", pid, kStepsTid, "steps"));
+  for (const auto& w : analysis_windows(s)) {
+    events.push_back(slice("step " + std::to_string(w.step), "step", pid, kStepsTid, w.start_ns, w.end_ns, origin_ns));
+  }
+  struct Piece {
+    int64_t start_ns, end_ns;
+    uint32_t thread;
+    NameId name;
+    const char* cat;
+  };
+  std::vector<Piece> pieces;
+  pieces.reserve(s.ranges.size() + s.api_calls.size());
+  for (const auto& r : s.ranges) pieces.push_back({r.start_ns, r.end_ns, r.thread, r.name, to_string(r.category)});
+  for (const auto& c : s.api_calls) pieces.push_back({c.start_ns, c.end_ns, c.thread, c.name, "runtime"});
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns > b.end_ns;  // outer first
+  });
+  std::map<uint32_t, std::vector<std::vector<int64_t>>> lanes;  // thread -> lane -> open slices' ends
+  for (const Piece& p : pieces) {
+    auto& thread_lanes = lanes[p.thread];
+    size_t lane = 0;
+    for (; lane < thread_lanes.size(); ++lane) {
+      auto& open = thread_lanes[lane];
+      while (!open.empty() && open.back() <= p.start_ns) open.pop_back();
+      if (open.empty() || open.back() >= p.end_ns) break;  // nests here
+    }
+    if (lane == thread_lanes.size()) {
+      if (lane == static_cast<size_t>(kHostLanes)) continue;  // pathological overlap: not drawn
+      thread_lanes.emplace_back();
+      std::string tname;
+      if (p.thread < s.threads.size()) {
+        const HostThread& t = s.threads[p.thread];
+        tname = t.name.empty() ? "thread " + std::to_string(t.display_tid()) : t.name;
+      } else {
+        tname = "thread #" + std::to_string(p.thread);
+      }
+      if (lane > 0) tname += " #" + std::to_string(lane);
+      events.push_back(meta("thread_name", pid, kHostTidBase + int64_t{p.thread} * kHostLanes + int64_t(lane), tname));
+    }
+    thread_lanes[lane].push_back(p.end_ns);
+    events.push_back(slice(std::string(s.names.view(p.name)), p.cat, pid,
+                           kHostTidBase + int64_t{p.thread} * kHostLanes + int64_t(lane), p.start_ns, p.end_ns,
+                           origin_ns));
+  }
+}
+
 }  // namespace
 
 std::string timeline_to_chrome_trace(const std::vector<const EventStore*>& stores, const AnalysisOptions& /*options*/,
@@ -155,10 +218,15 @@ std::string timeline_to_chrome_trace(const std::vector<const EventStore*>& store
     for (const auto& w : analysis_windows(*s)) origin_ns = std::min(origin_ns, w.start_ns);
     for (const auto& a : s->activities) origin_ns = std::min(origin_ns, a.start_ns);
     for (const auto& c : s->counters) origin_ns = std::min(origin_ns, c.ts_ns);
+    for (const auto& r : s->ranges) origin_ns = std::min(origin_ns, r.start_ns);
+    for (const auto& c : s->api_calls) origin_ns = std::min(origin_ns, c.start_ns);
   }
   if (origin_ns == std::numeric_limits<int64_t>::max()) origin_ns = 0;
   Json events = Json::array();
-  for (const EventStore* s : stores) add_store(*s, origin_ns, events);
+  for (const EventStore* s : stores) {
+    add_host(*s, origin_ns, events);
+    add_store(*s, origin_ns, events);
+  }
   Json root = Json::object();
   root["traceEvents"] = std::move(events);
   root["displayTimeUnit"] = "ns";

@@ -264,6 +264,7 @@ void step_json(JsonWriter& w, const StepReport& s) {
   w.member("end_ns", s.end_ns);
   w.member("wall_ns", s.wall_ns);
   if (s.detail) w.member("detail", *s.detail);
+  if (s.compile_warmup) w.member("compile_warmup", true);
   w.key("devices");
   w.begin_array();
   for (const auto& d : s.devices) device_step_json(w, d);
@@ -309,6 +310,8 @@ void summary_json(JsonWriter& w, const Report& r) {
   w.member("steps_wall_ns", s.steps_wall_ns);
   w.member("trace_span_ns", s.trace_span_ns);
   w.member("outside_steps_ns", s.outside_steps_ns);
+  w.member("last_step_backlog_ns", s.last_step_backlog_ns);
+  w.member("last_step_unrecorded_ns", s.last_step_unrecorded_ns);
   w.key("step_wall_p50_ns");
   optional_int(w, s.step_wall_p50_ns);
   w.key("devices");
@@ -378,6 +381,56 @@ void finding_json(JsonWriter& w, const Finding& f) {
 }
 
 
+void optional_bool(JsonWriter& w, const std::optional<bool>& v) {
+  if (v) {
+    w.value(*v);
+  } else {
+    w.null();
+  }
+}
+
+// The input pipelines (docs/report-schema.md, "loaders[]").
+void loaders_json(JsonWriter& w, const std::vector<LoaderReport>& loaders) {
+  w.begin_array();
+  for (const auto& l : loaders) {
+    w.begin_object();
+    w.member("rank", l.rank);
+    w.member("name", l.name);
+    w.key("settings");
+    w.begin_object();
+    w.key("num_workers");
+    optional_int(w, l.settings.num_workers);
+    w.key("pin_memory");
+    optional_bool(w, l.settings.pin_memory);
+    w.key("persistent_workers");
+    optional_bool(w, l.settings.persistent_workers);
+    w.key("prefetch_factor");
+    optional_int(w, l.settings.prefetch_factor);
+    w.end_object();
+    w.member("batches", l.batches);
+    w.member("wait_ns", l.wait_ns);
+    w.key("batch_waits_ns");
+    w.begin_array();
+    for (int64_t v : l.batch_waits_ns) w.value(v);
+    w.end_array();
+    w.key("periodic_stall");
+    if (l.periodic_stall) {
+      const PeriodicStall& p = *l.periodic_stall;
+      w.begin_object();
+      w.member("period", p.period);
+      w.member("slow_batches", p.slow_batches);
+      w.member("slow_wait_ns", p.slow_wait_ns);
+      w.member("slow_wait_p50_ns", p.slow_wait_p50_ns);
+      w.member("other_wait_p50_ns", p.other_wait_p50_ns);
+      w.end_object();
+    } else {
+      w.null();
+    }
+    w.end_object();
+  }
+  w.end_array();
+}
+
 std::string report_to_json(const Report& report, int indent) {
   std::string out;
   JsonWriter w(out, indent < 0 ? -1 : indent);
@@ -393,6 +446,8 @@ std::string report_to_json(const Report& report, int indent) {
   w.member("evidence", report.workload.evidence);
   w.member("capture_ns", report.workload.capture_ns);
   w.end_object();
+  w.key("loaders");
+  loaders_json(w, report.loaders);
   w.key("steps");
   w.begin_array();
   for (const auto& s : report.steps) step_json(w, s);
@@ -416,6 +471,14 @@ std::string run_totals_to_json(const RunTotals& totals) {
   w.begin_object();
   w.member("steps", totals.steps);
   w.member("steps_wall_ns", totals.steps_wall_ns);
+  w.member("outside_steps_ns", totals.outside_steps_ns);
+  w.key("outside_steps_breakdown_ns");
+  w.begin_object();
+  for (size_t k = 0; k < kOutsideKindCount; ++k) {
+    w.member(outside_kind_name(static_cast<OutsideKind>(k)), totals.outside_named_ns[k]);
+  }
+  w.end_object();
+  w.member("compile_warmup_steps", totals.compile_warmup_steps);
   w.key("devices");
   w.begin_array();
   for (const auto& [key, d] : totals.devices) {
@@ -445,22 +508,30 @@ std::string run_totals_to_json(const RunTotals& totals) {
     w.end_object();
   }
   w.end_array();
-  std::vector<std::pair<const std::string*, const FindingTotals*>> ranked;
-  for (const auto& [id, f] : totals.findings) ranked.emplace_back(&id, &f);
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.second->recoverable_ns > b.second->recoverable_ns; });
+  // The run's findings (run_findings: the rules over the run, ranked), each
+  // with the number of step reports whose own findings had its id.
   w.key("findings");
   w.begin_array();
-  for (const auto& [id, f] : ranked) {
+  for (const Finding& f : run_findings(totals)) {
     w.begin_object();
-    w.member("id", *id);
-    w.member("title", f->title);
-    w.member("fix", f->fix);
-    w.member("recoverable_ns", f->recoverable_ns);
-    w.member("steps", f->steps);
+    w.member("id", f.id);
+    w.member("title", f.title);
+    w.member("evidence", f.evidence);
+    w.member("fix", f.fix);
+    w.member("recoverable_ns", f.recoverable_ns);
+    w.member("share_of_wall", f.share_of_wall);
+    const auto seen = totals.findings.find(f.id);
+    w.member("steps", seen == totals.findings.end() ? uint64_t{0} : seen->second.steps);
     w.end_object();
   }
   w.end_array();
+  const Workload workload = totals.workload();
+  w.key("workload");
+  w.begin_object();
+  w.member("kind", workload.kind);
+  w.member("evidence", workload.evidence);
+  w.member("capture_ns", workload.capture_ns);
+  w.end_object();
   w.end_object();
   w.finish();
   return out;

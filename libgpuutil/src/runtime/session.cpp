@@ -205,6 +205,17 @@ void Session::set_flops_per_step(std::optional<double> flops, std::string_view s
   options_.analysis.flops_source = std::string(source);
 }
 
+void Session::set_loader(std::string_view name, const LoaderSettings& settings) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [n, s] : options_.analysis.loader_settings) {
+    if (n == name) {
+      s = settings;
+      return;
+    }
+  }
+  options_.analysis.loader_settings.emplace_back(std::string(name), settings);
+}
+
 void Session::begin_step(int64_t step, int64_t t_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   begin_step_locked(step, t_ns);
@@ -382,6 +393,13 @@ std::vector<StepOutput> Session::collect_batch() {
       }
       o.report.summary.trace_span_ns = w.wall_ns();
       o.report.summary.outside_steps_ns = 0;
+      if (!o.report.steps.empty()) {
+        for (const Interval& iv : intervals) {
+          if (iv.diag == Diag::compile_warmup && iv.start_ns < w.end_ns && iv.end_ns > w.start_ns) {
+            o.report.steps.front().compile_warmup = true;
+          }
+        }
+      }
       o.json = report_to_json(o.report);
       out.push_back(std::move(o));
     }
@@ -404,7 +422,14 @@ std::vector<StepOutput> Session::collect_batch() {
     if (write_failures > 0) since_last_report_.add(Diag::sink_write_failed, write_failures, write_error);
     for (StepOutput& o : out) {
       reported_until_ns_ = std::max(reported_until_ns_, o.report.steps.empty() ? INT64_MIN : o.report.steps[0].end_ns);
-      totals_.add(o.report);
+      if (!o.report.steps.empty() && o.report.steps.front().compile_warmup) {
+        // A torch.compile warm-up: reported, but kept out of the run's figures.
+        outside_steps_ns_ += o.report.steps.front().wall_ns;
+        outside_named_ns_[static_cast<size_t>(OutsideKind::kCompileWarmup)] += o.report.steps.front().wall_ns;
+        ++compile_warmup_steps_;
+      } else {
+        totals_.add(o.report);
+      }
       if (keep_rank_steps_ > 0 && !o.report.steps.empty()) {
         if (auto rs = rank_step_of(o.report.steps.front(), store_.rank)) {
           if (rank_steps_.size() >= keep_rank_steps_) {
@@ -617,6 +642,16 @@ int64_t Session::outside_steps_ns() const {
   return outside_steps_ns_;
 }
 
+void Session::add_outside_ns(int64_t ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  outside_steps_ns_ += std::max<int64_t>(0, ns);
+}
+
+void Session::name_outside(OutsideKind kind, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  outside_named_ns_[static_cast<size_t>(kind)] += std::max<int64_t>(0, ns);
+}
+
 size_t Session::pending_events() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pending_locked();
@@ -625,43 +660,15 @@ size_t Session::pending_events() const {
 RunTotals Session::run_totals() const {
   std::lock_guard<std::mutex> lock(mu_);
   RunTotals t = totals_;
-  // Run-level facts make run-level findings, not sums of per-step ones
-  // (docs/findings.md): the time between steps, and on a host-only run the
-  // main thread's shares over the whole run (a per-step title would quote
-  // one step's share).
-  std::vector<Finding> run;
-  if (auto f = outside_steps_finding(t.steps, t.steps_wall_ns + outside_steps_ns_, outside_steps_ns_)) {
-    run.push_back(std::move(*f));
-  }
-  if (t.devices.empty()) {
-    std::map<int32_t, HostTotals> main;  // per rank, the busiest classified thread
-    const auto classified = [](const HostThreadTotals& h) {
-      return h.wall_ns - h.breakdown_ns[static_cast<int>(HostCategory::kOther)] -
-             h.breakdown_ns[static_cast<int>(HostCategory::kCollective)];
-    };
-    std::map<int32_t, int64_t> best;
-    for (const auto& [key, h] : t.threads) {
-      const int32_t rank = key.first;
-      if (best.count(rank) && classified(h) <= best[rank]) continue;
-      best[rank] = classified(h);
-      HostTotals& m = main[rank];
-      m.rank = rank;
-      m.wall_ns = h.wall_ns;
-      m.steps = h.steps;
-      m.ns = h.breakdown_ns;
-    }
-    std::vector<HostTotals> ranks;
-    for (auto& [rank, m] : main) ranks.push_back(std::move(m));
-    for (const char* id : {"host_dataloader", "host_sync", "host_optimizer"}) t.findings.erase(id);
-    host_findings_of(ranks, run);
-  }
-  for (const Finding& f : run) {
-    FindingTotals& ft = t.findings[f.id];
-    ft.title = f.title;
-    ft.fix = f.fix;
-    ft.recoverable_ns = f.recoverable_ns;
-    ft.steps = t.steps;
-  }
+  // Run-level findings are made from these totals (run_findings), not
+  // summed from per-step ones (docs/findings.md): the time outside steps is
+  // the session's.
+  t.outside_steps_ns = outside_steps_ns_;
+  t.outside_named_ns = outside_named_ns_;
+  int64_t named = 0;
+  for (size_t k = 0; k + 1 < kOutsideKindCount; ++k) named += outside_named_ns_[k];
+  t.outside_named_ns[static_cast<size_t>(OutsideKind::kOther)] = std::max<int64_t>(0, outside_steps_ns_ - named);
+  t.compile_warmup_steps = compile_warmup_steps_;
   return t;
 }
 

@@ -9,14 +9,20 @@ For each (rank, device), up to :data:`MAX_DEVICES`:
 - utilisation over steps: busy %, estimated SM efficiency, MFU and, when
   counters were sampled, NVML utilization.gpu.
 
+A host-only run (no device activity: a CPU job, a live run without CUPTI)
+gets, per rank, a per-step stacked breakdown of its main training thread's
+host categories (:data:`HOST_COLORS`; they sum to the step's wall too).
+
 When several ranks were analysed (a report's ``summary.ranks``, or a live
 leader's ``gpuutil.cluster/1`` record among the reports; the last one
 counts), a "Ranks" table: per rank its step wall, own time and collective
 wait (p50 per step), relative performance and start skew, the straggler
 marked, the missing and short ranks named.
 
-Then the findings (the top one leads the page; a straggler's with its rank,
-host and cause), the run summary and the diagnostics. Colours are fixed per
+Then the run's findings, once (the top one leads the page; a straggler's
+with its rank, host and cause): the list ``prof.summary()`` and ``gpuutil
+analyze`` show for the same input, in the same order (``_merge``: a JSONL's
+step reports go through the C++ run totals), then the diagnostics. Colours are fixed per
 bucket (:data:`COLORS`) so a reader and a test can tell them apart. Pure
 function from report dicts to text.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 import html
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from gpuutil import _merge
 from gpuutil._buckets import IDLE_CAUSES
 from gpuutil.integrations.metrics import CLUSTER_SCHEMA, cluster_view, stragglers
 BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
@@ -40,6 +47,16 @@ COLORS: Dict[str, str] = {
     "idle_host": "#8d6e63",
     "idle_dependency": "#5c6bc0",
     "idle_unattributed": "#9e9e9e",
+    "idle_kernel_gap": "#cfd8dc",
+}
+HOST_COLORS: Dict[str, str] = {
+    "dataloader": "#ef6c00",
+    "forward": "#2e7d32",
+    "backward": "#00897b",
+    "optimizer": "#6a1b9a",
+    "host_sync": "#c62828",
+    "collective": "#1565c0",
+    "other": "#9e9e9e",
 }
 LINE_COLORS: Dict[str, str] = {
     "busy %": "#000000",
@@ -80,8 +97,23 @@ def _axes(y_label: str) -> List[str]:
     return parts
 
 
-def stacked_breakdown_svg(entries: Sequence[Dict[str, Any]]) -> str:
-    """SVG of the per-step stacked breakdown (share of wall per bucket)."""
+def _host_series(reports: Sequence[Dict[str, Any]]) -> Dict[int, List[Dict[str, Any]]]:
+    """Per rank, the main training thread of each step (host-only runs)."""
+    from gpuutil.compare import _main_threads
+
+    out: Dict[int, List[Dict[str, Any]]] = {}
+    for rep in reports:
+        for step in rep.get("steps", []):
+            for h in _main_threads(step):
+                out.setdefault(int(h.get("rank", 0)), []).append(dict(h, _step=step.get("step")))
+    return out
+
+
+def stacked_breakdown_svg(entries: Sequence[Dict[str, Any]], colors: Optional[Dict[str, str]] = None) -> str:
+    """SVG of the per-step stacked breakdown (share of wall per bucket;
+    ``colors``: the buckets and their colours, :data:`COLORS` by default,
+    :data:`HOST_COLORS` for a host thread's categories)."""
+    colors = COLORS if colors is None else colors
     n = max(1, len(entries))
     plot_w = _W - _PAD_L
     plot_h = _H - _PAD_B - _PAD_T
@@ -96,14 +128,14 @@ def stacked_breakdown_svg(entries: Sequence[Dict[str, Any]]) -> str:
             continue
         x = _PAD_L + i * bw
         y = float(_PAD_T + plot_h)
-        for b in BUCKETS:
+        for b, color in colors.items():
             ns = d.get("breakdown_ns", {}).get(b, 0)
             if ns <= 0:
                 continue
             h = plot_h * ns / wall
             y -= h
             parts.append(f'<rect x="{x + gap / 2:.2f}" y="{y:.2f}" width="{max(0.5, bw - gap):.2f}" height="{h:.2f}" '
-                         f'fill="{COLORS[b]}"><title>step {_e(d["_step"])} {b}: {ns / 1e6:.3f} ms '
+                         f'fill="{color}"><title>step {_e(d["_step"])} {b}: {ns / 1e6:.3f} ms '
                          f'({100 * ns / wall:.1f}%)</title></rect>')
     step_labels = [0, n - 1] if n > 1 else [0]
     for i in step_labels:
@@ -215,6 +247,13 @@ def _finding_where(f: Dict[str, Any]) -> str:
     return f"Rank {_e(f['rank'])}{_e(host)}, cause: {_e(f.get('cause') or '?')}<br>"
 
 
+def _recoverable(f: Dict[str, Any]) -> str:
+    ns = int(f.get("recoverable_ns") or 0)
+    if ns <= 0:
+        return "none by itself (a note: its time, if any, is counted in another finding)"
+    return f"{ns / 1e6:.1f} ms ({100 * (f.get('share_of_wall') or 0):.1f}% of step time)"
+
+
 def _finding_list(findings: Sequence[Dict[str, Any]]) -> str:
     if not findings:
         return "<p>No finding: nothing crossed a threshold.</p>"
@@ -222,9 +261,27 @@ def _finding_list(findings: Sequence[Dict[str, Any]]) -> str:
     for f in findings:
         rows.append(f"<li><b>{_e(f.get('title', ''))}</b><br>{_finding_where(f)}"
                     f"Evidence: {_e(f.get('evidence', ''))}<br>"
-                    f"Recoverable: {f.get('recoverable_ns', 0) / 1e6:.1f} ms "
-                    f"({100 * (f.get('share_of_wall') or 0):.1f}% of step time)<br>Fix: {_e(f.get('fix', ''))}</li>")
+                    f"Recoverable: {_e(_recoverable(f))}<br>Fix: {_e(f.get('fix', ''))}</li>")
     return "<ol class=\"findings\">" + "".join(rows) + "</ol>"
+
+
+def _host_sections(reports: Sequence[Dict[str, Any]]) -> List[str]:
+    """A host-only run: per rank, the main training thread's per-step
+    stacked breakdown by host category."""
+    hosts = sorted(_host_series(reports).items())
+    if not hosts:
+        return ["<p>No device activity and no host ranges in the steps.</p>"]
+    parts = ["<p>No device activity in the steps: where the main training thread's time went, step by step.</p>"]
+    for rank, entries in hosts[:MAX_DEVICES]:
+        wall = sum(e.get("wall_ns", 0) for e in entries)
+        shares = ", ".join(f"{c} {100 * sum(e.get('breakdown_ns', {}).get(c, 0) for e in entries) / wall:.1f}%"
+                           for c in HOST_COLORS if wall)
+        where = f"rank {rank} " if len(hosts) > 1 else ""
+        parts.append(f"<h2>{where}host, main training thread: {len(entries)} steps ({_e(shares)})</h2>")
+        parts.append("<h3>Per-step host breakdown</h3>")
+        parts.append(_legend(HOST_COLORS))
+        parts.append(stacked_breakdown_svg(entries, HOST_COLORS).replace('class="breakdown"', 'class="host-breakdown"', 1))
+    return parts
 
 
 def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report") -> str:
@@ -233,10 +290,14 @@ def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report"
     reports = [r for r in reports if r.get("schema") != CLUSTER_SCHEMA]
     view = _latest_cluster_view(reports + records[-1:])
     series = _device_series(reports)
-    findings: List[Dict[str, Any]] = []
-    for rep in reports + records[-1:]:  # a live view's findings are cumulative: its last record only
-        findings.extend(rep.get("findings", []))
-    findings.sort(key=lambda f: -int(f.get("recoverable_ns", 0)))
+    # The run's findings, once: a JSONL's step reports folded by the C++ run
+    # totals (what prof.summary() and `gpuutil analyze` list), a report's
+    # own findings, and a live view's cross-rank ones (cumulative: its last
+    # record only).
+    if reports:
+        findings = _merge.merge_reports(reports + records[-1:]).get("findings", [])
+    else:
+        findings = _merge.rank_findings([], records[-1].get("findings", []) if records else [])
     body: List[str] = [f"<h1>{_e(title)}</h1>"]
     if findings:
         body.append(f'<p class="top">Top finding: <b>{_e(findings[0].get("title", ""))}</b> — '
@@ -247,7 +308,7 @@ def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report"
                         f"steps from {_e(s.get('steps_source') or '?')})</p>")
     shown = sorted(series.items())[:MAX_DEVICES]
     if not shown:
-        body.append("<p>No device activity in the steps.</p>")
+        body.extend(_host_sections(reports))
     for (rank, device), entries in shown:
         name = next((e.get("name") for e in entries if e.get("name")), "")
         wall = sum(e.get("wall_ns", 0) for e in entries)

@@ -25,7 +25,7 @@ def chrome_trace_json(paths: Union[PathLike, Sequence[PathLike]], *, indent: int
     try:
         return _core.perfetto_trace_files(plist, indent)
     except ValueError as e:
-        if type(e) is ValueError and str(e).startswith("cannot read"):
+        if type(e) is ValueError and str(e).startswith(("cannot read", "cannot export")):
             raise _api.TraceError(str(e)) from None
         raise
 

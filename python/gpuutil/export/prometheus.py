@@ -15,8 +15,8 @@ exposition, server and push path (``pip install 'gpuutil[prometheus]'``):
   interface); one per process: pick a port per rank, e.g. ``9400 +
   local_rank``;
 - :func:`push`: ``push_to_gateway`` with the grouping key
-  ``job/{job}/rank/{rank}/host/{host}``, so ranks do not overwrite each
-  other.
+  ``job/{job}/job_id/{job_id}/rank/{rank}/host/{host}``, so neither ranks
+  nor jobs overwrite each other.
 
 Importing this module needs nothing beyond gpuutil; each of those raises
 :class:`PrometheusClientMissing` (an ImportError naming the package) when
@@ -115,10 +115,12 @@ def serve(metrics: ReportTotals, port: int = 0, addr: str = "127.0.0.1") -> Any:
 
 def push(metrics: ReportTotals, gateway: str, job: str = "gpuutil", rank: int = 0, timeout_s: float = 10.0) -> None:
     """PUTs the totals to a pushgateway with prometheus_client's
-    ``push_to_gateway``, grouping key job, rank and host (values with ``/``
-    or spaces are base64-encoded in the path, as the pushgateway specifies).
+    ``push_to_gateway``, grouping key job (the pushgateway's scrape-job
+    label), job_id, rank and host (values with ``/`` or spaces are
+    base64-encoded in the path, as the pushgateway specifies).
     Raises OSError (urllib.error.URLError) when the gateway is unreachable
     or answers an error.
     """
     _client().push_to_gateway(gateway, job=job, registry=_registry(metrics),
-                              grouping_key={"rank": str(rank), "host": metrics.host}, timeout=timeout_s)
+                              grouping_key={"job_id": metrics.job_id, "rank": str(rank), "host": metrics.host},
+                              timeout=timeout_s)

@@ -2,9 +2,11 @@
 
 :class:`ReportTotals` folds step reports (from ``gpuutil.profile(
 on_step=...)``, a steps JSONL, or ``gpuutil.analyze``) into running totals
-per (rank, device) and lists them as metric families, every series
-labelled with ``rank``, ``host`` and ``device``. Memory is bounded: totals,
-not a history.
+per (rank, device) and lists them as metric families. Every series carries
+``job_id``, ``rank`` and ``host``; per-device series also ``device`` (the
+CUDA device id) and ``UUID`` (dcgm-exporter's GPU label, ``GPU-…``; empty
+when the GPU cannot be named: gpuutil.fleet.identity). Memory is bounded:
+totals, not a history; one series per GPU per job per bucket.
 
 It also keeps the latest cross-rank view, from a multi-rank report's
 ``summary.ranks`` or a live leader's ``gpuutil.cluster/1`` record (both go
@@ -13,19 +15,30 @@ the records too, through ``on_cluster``): ``gpuutil_rank_*`` series per
 rank, labelled with that rank's ``rank`` and ``host``, and
 ``gpuutil_straggler{rank,host,cause} 1`` for each straggler finding.
 
+Passed as ``gpuutil.profile(on_step=metrics)``, it is told when the profile
+starts and stops (``on_profile_start``/``on_profile_stop``): it takes the
+profile's ``job_id`` (unless given its own) and exports
+``gpuutil_gpu_info{UUID,...} 1`` for each GPU while the profile runs; the
+fleet rules (deploy/prometheus/gpuutil-rules.yml) count those as the GPUs
+attached to a running job. User units (samples, tokens, useful steps) are
+counted with :meth:`ReportTotals.count`.
+
 No I/O and no ``prometheus_client`` here: rendering, serving and pushing
 are :mod:`gpuutil.export.prometheus`, which builds on this module (never
 the other way round). Metric names (all prefixed ``gpuutil_``) are listed
-in docs/exports.md.
+in docs/exports.md; the rules over them in docs/fleet.md.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
+import time
 from typing import Any, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 from gpuutil._buckets import IDLE_CAUSES
+from gpuutil.fleet import identity
 from gpuutil.integrations.metrics import CLUSTER_SCHEMA, cluster_view, stragglers
 
 _BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
@@ -79,7 +92,19 @@ def _scope(name: str, kind: str) -> str:
         return "newest cross-rank view" if kind == "gauge" else "whole run, newest cross-rank view"
     if kind == "counter" or name == "gpuutil_busy_ratio":
         return "whole run"
+    if name in ("gpuutil_gpu_info", "gpuutil_peak_flops"):
+        return "while the profile runs" if name == "gpuutil_gpu_info" else "newest step"
     return "last step"
+
+
+#: User units (:meth:`ReportTotals.count`): keyword -> (metric name, help).
+UNITS = {
+    "samples": ("gpuutil_samples_total", "samples the rank processed (its local batch per step), counted by the user"),
+    "tokens": ("gpuutil_tokens_total", "tokens the rank processed, counted by the user"),
+    "useful_steps": ("gpuutil_useful_steps_total",
+                     "steps whose work was kept (e.g. covered by a saved checkpoint), counted by the user; "
+                     "OEE quality = useful steps / steps"),
+}
 
 
 _T = TypeVar("_T", bound="ReportTotals")
@@ -88,8 +113,25 @@ _T = TypeVar("_T", bound="ReportTotals")
 class ReportTotals:
     """Running totals of step reports and the newest cross-rank view, as metric families."""
 
-    def __init__(self, host: Optional[str] = None) -> None:
+    def __init__(self, host: Optional[str] = None, job_id: Optional[str] = None,
+                 gpu_uuids: identity.UuidOverride = None) -> None:
+        """``job_id``: the label (default: the profile's, else from the
+        environment, gpuutil.fleet.identity.job_id). ``gpu_uuids``: the GPUs'
+        UUIDs by CUDA device id (a mapping, a list, or "GPU-a,GPU-b"),
+        overriding what the process can find out (default:
+        ``GPUUTIL_GPU_UUIDS``, else torch/NVML while a profile runs); for
+        CPU-only jobs and tests. Raises ValueError for a bad one."""
         self.host = host if host is not None else socket.gethostname()
+        self._own_job_id = job_id is not None
+        self.job_id = identity.job_id(job_id)
+        override = identity.parse_override(gpu_uuids)
+        self._uuid_override = override if override is not None else identity.override_from_environment()
+        self._names: Dict[Tuple[int, int], identity.GpuName] = {}
+        self._live = False  # a profile of this process runs and feeds these totals
+        self._attached_since: Optional[float] = None  # monotonic s at the running profile's start
+        self._attached_before_s: Optional[float] = None  # time attached in earlier profiles (None: never)
+        self._rank: Optional[int] = None  # the profile's rank (units counted without a rank)
+        self._units: Dict[Tuple[int, str], float] = {}
         self._lock = threading.Lock()
         self._dev: Dict[Tuple[int, int], Dict[str, Any]] = {}
         self._findings: Dict[Tuple[int, str], float] = {}
@@ -128,6 +170,12 @@ class ReportTotals:
                             t["counters"][hkey] = t["counters"].get(hkey, 0.0) + float(v)
                         else:
                             t["health"][hkey] = float(v)
+                    for key_, field in (("flops", "flops"), ("peak_flops", "peak_flops_per_s")):
+                        if d.get(field) is not None:
+                            if key_ == "flops":
+                                t["flops"] = t.get("flops", 0.0) + float(d[field])
+                            else:
+                                t["peak_flops"] = float(d[field])
                 for r in ranks or {0}:
                     self._steps[r] = self._steps.get(r, 0) + 1
                     self._last_step_wall_s[r] = int(step.get("wall_ns", 0)) / 1e9
@@ -136,7 +184,70 @@ class ReportTotals:
             for f in report.get("findings", []):
                 key = (rank, str(f.get("id", "")))
                 self._findings[key] = self._findings.get(key, 0.0) + int(f.get("recoverable_ns", 0)) / 1e9
+            unnamed = [k for k in self._dev if k not in self._names]
+        if unnamed:
+            self._name_devices(unnamed)
         self._set_cluster(report, rank)
+
+    def _name_devices(self, keys: List[Tuple[int, int]]) -> None:
+        """Each new (rank, device) gets its UUID once: from the override, or,
+        while a profile of this process runs, from torch/NVML; else none."""
+        names: Dict[int, identity.GpuName] = {}
+        if self._uuid_override is not None:
+            names = {d: identity.GpuName(u) for d, u in self._uuid_override.items()}
+        elif self._live:
+            try:
+                names = identity.gpu_names({d for _, d in keys})
+            except Exception:  # noqa: BLE001 - a GPU that cannot be named has no UUID; never raised into training
+                names = {}
+        with self._lock:
+            for key in keys:
+                self._names.setdefault(key, names.get(key[1], identity.GpuName("")))
+
+    # -- the profile's hooks (gpuutil.profile(on_step=metrics)) ----------
+    def on_profile_start(self, prof: Any) -> None:
+        """The profile started: its job id (unless one was given here) and
+        rank; ``gpuutil_gpu_info`` is exported from now on."""
+        with self._lock:
+            if not self._own_job_id and getattr(prof, "job_id", None):
+                self.job_id = str(prof.job_id)
+            self._rank = int(getattr(prof, "rank", 0))
+            self._live = True
+            self._attached_since = time.monotonic()
+            self._attached_before_s = self._attached_before_s or 0.0
+
+    def on_profile_stop(self, prof: Any) -> None:
+        """The profile stopped: its GPUs are no longer attached to a running job."""
+        with self._lock:
+            self._live = False
+            if self._attached_since is not None:
+                self._attached_before_s = (self._attached_before_s or 0.0) + time.monotonic() - self._attached_since
+                self._attached_since = None
+
+    def _attached_s(self) -> Optional[float]:
+        """Seconds a profile of this process has run (None: never attached)."""
+        if self._attached_before_s is None:
+            return None
+        running = time.monotonic() - self._attached_since if self._attached_since is not None else 0.0
+        return self._attached_before_s + running
+
+    def count(self, samples: float = 0, tokens: float = 0, useful_steps: float = 0,
+              rank: Optional[int] = None) -> None:
+        """Adds user units to their counters (``gpuutil_samples_total``,
+        ``gpuutil_tokens_total``, ``gpuutil_useful_steps_total``), for
+        ``rank`` (default: the profile's, else ``RANK``, else 0). Count the
+        rank's own samples (its local batch): the rules sum over ranks.
+        A unit never counted has no series (the rules take quality as 1)."""
+        values = {"samples": samples, "tokens": tokens, "useful_steps": useful_steps}
+        for unit, v in values.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == float("inf"):
+                raise ValueError(f"{unit} must be a finite number >= 0, not {v!r}")
+        with self._lock:
+            if rank is None:
+                rank = self._rank if self._rank is not None else _env_rank()
+            for unit, v in values.items():
+                if v:
+                    self._units[(int(rank), unit)] = self._units.get((int(rank), unit), 0.0) + float(v)
 
     __call__ = add  # gpuutil.profile(on_step=metrics) also gets on_cluster
 
@@ -169,9 +280,10 @@ class ReportTotals:
     # -- families -------------------------------------------------------
     def _labels(self, rank: int, device: Optional[int] = None, host: Optional[str] = None,
                 **extra: str) -> Dict[str, str]:
-        labels = {"rank": str(rank), "host": self.host if host is None else host}
+        labels = {"job_id": self.job_id, "rank": str(rank), "host": self.host if host is None else host}
         if device is not None:
             labels["device"] = str(device)
+            labels["UUID"] = self._names.get((rank, device), identity.GpuName("")).uuid
         labels.update(extra)
         return labels
 
@@ -197,6 +309,22 @@ class ReportTotals:
                [(self._labels(r, d), t["busy_ns"] / t["wall_ns"]) for (r, d), t in devs if t["wall_ns"] > 0])
         family("gpuutil_kernels_total", "counter", "kernels started in steps",
                [(self._labels(r, d), float(t["kernels"])) for (r, d), t in devs])
+        family("gpuutil_flops_total", "counter", "model FLOPs of the steps on the device (MFU = rate / peak)",
+               [(self._labels(r, d), t["flops"]) for (r, d), t in devs if "flops" in t])
+        family("gpuutil_peak_flops", "gauge", "peak dense FLOP/s of the device at the run's dtype",
+               [(self._labels(r, d), t["peak_flops"]) for (r, d), t in devs if "peak_flops" in t])
+        attached_s = self._attached_s()
+        if attached_s is not None:
+            family("gpuutil_gpu_attached_seconds_total", "counter",
+                   "time a profile of this job ran on the GPU (from the profile's start; the GPU time it held)",
+                   [(self._labels(r, d), attached_s) for (r, d), _ in devs])
+        if self._live:
+            family("gpuutil_gpu_info", "gauge", "1 for each GPU a running profile of this job is attached to",
+                   [(self._labels(r, d, parent_UUID=self._names.get((r, d), identity.GpuName("")).parent_uuid),
+                     1.0) for (r, d), _ in devs])
+        for unit, (name, help_) in UNITS.items():
+            family(name, "counter", help_, [(self._labels(r), v) for (r, u), v in sorted(self._units.items())
+                                            if u == unit])
         for key, name, help_ in (("mfu", "gpuutil_mfu_ratio", "model FLOP/s utilisation"),
                                  ("sm_efficiency_est", "gpuutil_sm_efficiency_ratio",
                                   "estimated SM efficiency"),
@@ -245,3 +373,10 @@ class ReportTotals:
                          [(me, float(cluster["collective_mismatches"]))]))
         return fams
 
+
+
+def _env_rank() -> int:
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0

@@ -7,7 +7,10 @@
 The callback opens a ``gpuutil.profile()`` at ``on_train_begin`` and closes
 it at ``on_train_end``; steps come from the optimizer step hooks (the
 Trainer calls ``optimizer.step`` once per optimizer step, after gradient
-accumulation). Each step report goes to the ``sinks``, and in a distributed
+accumulation). The Trainer's evaluations and checkpoint saves run after an
+optimizer step: ``on_evaluate`` and ``on_save`` tell the profile where each
+ended, so they are outside steps (``summary()["outside_steps_breakdown_ns"]``:
+evaluation, checkpoint) instead of opening the next step. Each step report goes to the ``sinks``, and in a distributed
 job the leader rank's ``gpuutil.cluster/1`` records to their ``on_cluster``.
 ``callback.prof`` is the Profile.
 """
@@ -59,6 +62,16 @@ class GpuutilTrainerCallback(TrainerCallback):
             on_step=StepHooks(self._on_step, self._on_cluster),
             **self.profile_options,
         ).start()
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # Everything since the optimizer step (or the previous mark) was evaluation.
+        if self.prof is not None:
+            self.prof._path.mark_outside("evaluation")
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # ... and since then, the checkpoint (model weights, optimizer, RNG state).
+        if self.prof is not None:
+            self.prof._path.mark_outside("checkpoint")
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.prof is not None:

@@ -6,9 +6,13 @@
 
 The callback opens a ``gpuutil.profile()`` at ``on_train_start`` and closes
 it at ``on_train_end``. Steps come from the optimizer step hooks (Lightning
-calls ``optimizer.step``), so each step includes its batch fetch. Each step's
-flat metrics go to the trainer's loggers (``log_to_loggers``) and to any
-extra ``sinks``. In a distributed job the leader rank's cross-rank view
+calls ``optimizer.step``), so each step includes its batch fetch. Validation
+loops (``on_validation_start`` to ``on_validation_end``) and checkpoint
+writes (``trainer.save_checkpoint``, which ``ModelCheckpoint`` calls) run
+between optimizer steps: they are outside steps
+(``summary()["outside_steps_breakdown_ns"]``), not part of the next step.
+Each step's flat metrics go to the trainer's loggers (``log_to_loggers``)
+and to any extra ``sinks``. In a distributed job the leader rank's cross-rank view
 (``gpuutil.cluster/1`` records) goes to the sinks' ``on_cluster`` and, as
 ``cluster_metrics``, to the loggers. ``callback.prof`` is the Profile (its
 ``reports`` and ``summary()``).
@@ -21,6 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 import lightning.pytorch as pl
 
 import gpuutil
+from gpuutil import _core
 from gpuutil.integrations.metrics import cluster_metrics, cluster_step, flat_metrics, step_number
 from gpuutil.integrations.sinks import StepHooks, forward_cluster
 
@@ -50,6 +55,8 @@ class GpuutilCallback(pl.Callback):
         self.log_to_loggers = log_to_loggers
         self.prof: Optional[gpuutil.Profile] = None
         self._trainer: Any = None
+        self._saving: Any = None  # the trainer's own save_checkpoint while it is wrapped
+        self._validation_start: Optional[int] = None
 
     def _on_step(self, report: Dict[str, Any]) -> None:
         for sink in self.sinks:
@@ -76,10 +83,48 @@ class GpuutilCallback(pl.Callback):
             **self.profile_options,
         ).start()
 
+        self._wrap_save_checkpoint(trainer)
+
+    def _wrap_save_checkpoint(self, trainer: Any) -> None:
+        """``trainer.save_checkpoint`` (on this trainer only) tells the
+        profile it wrote a checkpoint: serialising and writing the file."""
+        prof = self.prof
+        original = getattr(trainer, "save_checkpoint", None)
+        if not callable(original):  # a trainer without one (or a stand-in): nothing to tell
+            return
+        now_ns = _core.now_ns
+
+        def save_checkpoint(*args: Any, **kwargs: Any) -> Any:
+            start = now_ns()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                prof._path.outside_range("checkpoint", start)
+
+        trainer.save_checkpoint = save_checkpoint
+        self._saving = save_checkpoint
+
+    def _unwrap_save_checkpoint(self, trainer: Any) -> None:
+        if self._saving is not None and trainer.__dict__.get("save_checkpoint") is self._saving:
+            del trainer.save_checkpoint
+        self._saving = None
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._validation_start = _core.now_ns()
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        # The validation loop, as one piece of evaluation (the sanity check
+        # runs before the profile starts).
+        if self.prof is not None and self._validation_start is not None:
+            self.prof._path.outside_range("evaluation", self._validation_start)
+        self._validation_start = None
+
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._unwrap_save_checkpoint(trainer)
         if self.prof is not None:
             self.prof.stop()
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._unwrap_save_checkpoint(trainer)
         if self.prof is not None:
             self.prof.stop()

@@ -37,6 +37,7 @@ _now_ns = _core.now_ns
 from gpuutil.torch import _ext
 from gpuutil.torch._fallback import PythonHooks
 from gpuutil.torch._flops_measure import FlopsMeasurement
+from gpuutil.torch._loader import LoaderSettingsWatch
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuutil._profile import Profile
@@ -88,6 +89,8 @@ class TorchCollector:
         self.user_scope_always = False
         self._hooks: Optional[PythonHooks] = None
         self._flops: Optional[FlopsMeasurement] = None
+        #: The live DataLoaders' settings, for the dataloader findings (_loader).
+        self.loaders: Optional[LoaderSettingsWatch] = None
         self._devices_set = False  # device facts given to the session (once CUDA is initialised)
         #: "libtorch" (RecordFunction observer) or "python" (fallback hooks).
         self.mode = ""
@@ -123,6 +126,8 @@ class TorchCollector:
             self._hooks = PythonHooks(prof, forward_hooks=self._forward_hooks, python_ranges=True)
             prof.step_diagnostics.append(("torch_hook_fallback", f"LibTorch hook {reason}; using Python-level hooks"))
         self._hooks.install()
+        self.loaders = LoaderSettingsWatch(prof._session)
+        self.loaders.install()
         if getattr(prof, "flops_mode", None) == "measure":
             self._flops = FlopsMeasurement(prof)
         return None
@@ -232,6 +237,8 @@ class TorchCollector:
             self._drain()
         if self._hooks is not None:
             self._hooks.uninstall()
+        if self.loaders is not None:
+            self.loaders.uninstall()
 
 
 def gloo_ranks_to_compare(prof: Any) -> bool:

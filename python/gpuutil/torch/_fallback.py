@@ -17,6 +17,7 @@ is back there)
 device tensor, ``torch.cuda.synchronize``
 ``torch.distributed`` collectives     ``c10d::<function>`` (``c10d::all_reduce``)   collective
 ``torch.autograd.backward``           ``## backward ##``                            backward
+``torch.save``                        (none: a checkpoint between automatic steps)  —
 outermost module calls (``_forward``) ``nn.Module: <Class>`` (outermost only)       forward
 ====================================  ============================================  ==========
 
@@ -35,7 +36,9 @@ knows the calling thread and the range's name and category already (a
 "slot"; the session lock is taken once per range). The optimizer pre/post
 hooks are the step path's own C++ methods, with no Python frame; the
 post-hook also closes the automatic step there. Only coarse-grained calls
-are hooked. Every patch is undone by ``uninstall()``.
+are hooked. Every patch is undone by ``uninstall()``. Under
+``torch.compile`` the wrappers step aside: Dynamo traces them as plain
+calls and never compiles their frames (``gpuutil.torch._compile``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 import torch
 
 from gpuutil import _core
+from gpuutil.torch._compile import CompileWatch, dynamo_compiling_fn, quiet_frames
 from gpuutil.torch._forward import ForwardRanges
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -116,6 +120,7 @@ class PythonHooks:
                 slot = slots[cls] = path.slot(f"{prefix}{cls.__name__}{suffix}")
             return slot
 
+        quiet_frames(slot_of)  # called by the wrappers (gpuutil.torch._compile)
         return slot_of
 
     def _patch(self, owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
@@ -123,7 +128,9 @@ class PythonHooks:
         what was there (an inherited attribute is deleted again, not shadowed)."""
         own = attr in vars(owner)
         saved = vars(owner)[attr] if own else None
-        setattr(owner, attr, make(getattr(owner, attr)))
+        wrapper = make(getattr(owner, attr))
+        quiet_frames(wrapper)  # never a compiled frame of its own (gpuutil.torch._compile)
+        setattr(owner, attr, wrapper)
 
         def undo() -> None:
             if own:
@@ -135,6 +142,18 @@ class PythonHooks:
 
     # -- install / uninstall ---------------------------------------------
     def install(self) -> None:
+        # The boundary's Python side (report batches, collectors, sinks) runs
+        # from the optimizer post-hook, which can be inside a compiled
+        # optimizer.step: Dynamo compiles none of it (gpuutil.torch._compile).
+        prof_cls = type(self._prof)
+        quiet_frames(prof_cls._on_due, prof_cls.auto_step_boundary, recursive=True)
+        # Registered now, not at its first range (which may fall inside
+        # compiled code, where the registration's Python frames would be
+        # frames Dynamo looks at).
+        self._path.thread_here()
+        watch = CompileWatch(self._path)  # steps that compile: compile_warmup
+        watch.install()
+        self._undo.append(watch.uninstall)
         if self._loader_hooks:
             self._install_dataloader()
         if self._collectives_hook:
@@ -142,6 +161,7 @@ class PythonHooks:
         if self._item_hook:
             self._install_item()
         self._install_blocking_copies()
+        self._install_checkpoint()
         self._install_optimizer()
         self._install_backward()
         if self._forward_hooks:
@@ -157,10 +177,12 @@ class PythonHooks:
         add, slot_of = self._path.add, self._class_slot("enumerate(DataLoader)#", ".__next__")
         detail = self._detail if not self._python_ranges else [False]
         off = self.loader_off
+        is_dynamo_compiling = dynamo_compiling_fn()
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def __next__(it: Any) -> Any:
-                if detail[0] or off[0]:
+                # Traced by Dynamo: the original, and no flag read (a guard).
+                if is_dynamo_compiling() or detail[0] or off[0]:
                     return original(it)  # the hook's USER_SCOPE callback records it
                 start = _now_ns()
                 try:
@@ -189,9 +211,13 @@ class PythonHooks:
         self._undo.append(h1.remove)
         self._undo.append(h2.remove)
 
+        is_dynamo_compiling = dynamo_compiling_fn()
+
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def zero_grad(opt: Any, *args: Any, **kwargs: Any) -> Any:
-                if detail[0] or off[0]:
+                # Traced by Dynamo (a compiled step that zeroes gradients):
+                # the original, and no flag read (a guard).
+                if is_dynamo_compiling() or detail[0] or off[0]:
                     return original(opt, *args, **kwargs)  # the hook's USER_SCOPE callback records it
                 start = _now_ns()
                 try:
@@ -212,10 +238,13 @@ class PythonHooks:
         add = self._path.add
         slot = self._path.slot(name, is_op)
         detail = self._detail if untimed_in_detail else [False]
+        is_dynamo_compiling = dynamo_compiling_fn()
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def timed(*args: Any, **kwargs: Any) -> Any:
-                if detail[0]:
+                # Traced by Dynamo: the original (it traces collectives);
+                # is_dynamo_compiling() first, so Dynamo never reads detail.
+                if is_dynamo_compiling() or detail[0]:
                     return original(*args, **kwargs)
                 start = _now_ns()
                 try:
@@ -242,10 +271,13 @@ class PythonHooks:
         path = self._path
         add, slot, in_optimizer = path.add, path.slot("aten::item", True), path.in_optimizer
         detail = self._detail
+        is_dynamo_compiling = dynamo_compiling_fn()
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def item(t: Any) -> Any:
-                if detail[0]:
+                # Traced by Dynamo (torch.Tensor.item(t) with
+                # capture_scalar_outputs): the original, nothing else read.
+                if is_dynamo_compiling() or detail[0]:
                     return original(t)
                 if in_optimizer():
                     # Once per profile (later only with two profiles at once,
@@ -270,13 +302,16 @@ class PythonHooks:
         ``torch.cuda.synchronize()``. A CPU tensor's ``.cpu()`` waits for
         nothing and makes no range."""
         add = self._path.add
+        is_dynamo_compiling = dynamo_compiling_fn()
+        quiet_frames(on_accelerator)  # called by the wrappers (gpuutil.torch._compile)
 
         def make(label: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
             slot = self._path.slot(f"## host_sync: {label} ##", True)
 
             def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
                 def method(t: Any, *args: Any, **kwargs: Any) -> Any:
-                    if not on_accelerator(t):
+                    # Traced by Dynamo (torch.Tensor.cpu(t)): the original.
+                    if is_dynamo_compiling() or not on_accelerator(t):
                         return original(t, *args, **kwargs)
                     start = _now_ns()
                     try:
@@ -292,6 +327,25 @@ class PythonHooks:
             self._patch(torch.Tensor, attr, make(f"Tensor.{attr}"))
         self._patch(torch.cuda, "synchronize", self._timed("## host_sync: torch.cuda.synchronize ##"))
 
+    def _install_checkpoint(self) -> None:
+        """``torch.save`` on the main thread is a checkpoint write: with
+        automatic steps the step path carves it out of the step it would
+        open (outside steps, named "checkpoint"). No range of its own: inside
+        a marked step it stays the step's ``other`` time."""
+        outside_range = self._path.outside_range
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def save(*args: Any, **kwargs: Any) -> Any:
+                start = _now_ns()
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    outside_range("checkpoint", start)
+
+            return save
+
+        self._patch(torch, "save", make)
+
     def _install_collectives(self) -> None:
         """``torch.distributed`` collectives as ``c10d::<function>`` ranges
         (the LibTorch hook sees PyTorch's own c10d ops instead)."""
@@ -305,11 +359,15 @@ class PythonHooks:
 
     def _install_backward(self) -> None:
         # The outermost backward per thread is one "## backward ##" range
-        # (the step path keeps the depth).
+        # (the step path keeps the depth). Traced by Dynamo it is the
+        # original (gpuutil.torch._compile).
         enter, exit_ = self._path.backward_enter, self._path.backward_exit
+        is_dynamo_compiling = dynamo_compiling_fn()
 
         def make(original: Callable[..., Any]) -> Callable[..., Any]:
             def backward(*args: Any, **kwargs: Any) -> Any:
+                if is_dynamo_compiling():
+                    return original(*args, **kwargs)
                 enter()
                 try:
                     return original(*args, **kwargs)

@@ -206,6 +206,9 @@ error_code read_args(value& v, EventArgs* args) noexcept {
         if (key == "stream") e = read_int(fv, &args->stream);
         else if (key == "shared memory") e = read_int(fv, &args->shared_memory_bytes);
         break;
+      case 'S':
+        if (key == "Sequence number") e = read_int(fv, &args->sequence);
+        break;
       default:
         break;
     }

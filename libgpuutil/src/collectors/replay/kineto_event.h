@@ -45,6 +45,7 @@ struct EventArgs {
   OptionalInt shared_memory_bytes;
   OptionalInt graph_id;
   OptionalInt bytes;
+  OptionalInt sequence;  // "Sequence number": the op ran under autograd (grad mode on)
   bool has_grid = false;
   bool has_block = false;
   int64_t grid[3] = {0, 0, 0};

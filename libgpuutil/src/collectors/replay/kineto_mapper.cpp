@@ -320,6 +320,7 @@ void KinetoMapper::range_event(const RawEvent& e, EventClass cls, uint32_t threa
   range.category = cls == EventClass::kPythonFunction ? RangeCategory::kPython
                                                       : range_category(range.name, e.name, cls == EventClass::kOperator);
   if (e.args.has_flops && std::isfinite(e.args.flops) && e.args.flops > 0) range.flops = e.args.flops;
+  range.autograd = cls == EventClass::kOperator && e.args.sequence.has;
   if (range.category == RangeCategory::kStep) {
     const int64_t step = parse_step_number(e.name);
     if (step >= 0) step_candidates_.push_back(StepWindow{step, start_ns, end_ns});
