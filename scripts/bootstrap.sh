@@ -13,27 +13,8 @@ fi
 # Progress: each stage with the seconds since the start, and a line at
 # least every 20 s while a long stage runs (compiling, installing torch).
 SECONDS=0
-say() { echo "[bootstrap ${SECONDS}s] $*"; }
-# Runs "$@" and, while it runs, says every 20 s that it still does (with
-# the number of objects compiled so far when it builds in build/).
-with_progress() {
-  local what=$1; shift
-  mkdir -p build
-  local mark=build/.bootstrap-progress-mark
-  touch "$mark"
-  (
-    while sleep 20; do
-      n=$(find build -name '*.o' -newer "$mark" 2>/dev/null | wc -l)
-      say "... still $what ($n objects compiled so far)"
-    done
-  ) &
-  local ticker=$!
-  local rc=0
-  "$@" || rc=$?
-  kill "$ticker" 2>/dev/null || true
-  wait "$ticker" 2>/dev/null || true
-  return "$rc"
-}
+# shellcheck source=scripts/progress.sh
+. scripts/progress.sh
 
 need_apt=()
 dpkg -s nlohmann-json3-dev >/dev/null 2>&1 || need_apt+=(nlohmann-json3-dev)
@@ -105,5 +86,7 @@ with_progress "building gpuutil" $PY -m pip install -q --no-build-isolation --no
 say "building the LibTorch hook (about a minute the first time; cached per torch version)"
 # Bounded: a build that cannot finish in 20 minutes is reported, not waited
 # for (gpuutil.torch.build itself clears a stale lock left by a killed build).
-with_progress "building the LibTorch hook" timeout 1200 $PY -m gpuutil.torch.build >/dev/null ||
+# (Only the build's own output is silenced, not the progress lines.)
+build_hook() { timeout 1200 $PY -m gpuutil.torch.build >/dev/null; }
+with_progress "building the LibTorch hook" build_hook ||
   echo "[bootstrap] warning: the LibTorch hook did not build; gpuutil will use Python-level hooks"

@@ -303,7 +303,11 @@ def test_the_python_path_attributes_dataloader_waits_and_yields_to_torch_profile
             assert fake.fake_cupti_configure_text(cell.encode()) == 0, cell
             fake.fake_cupti_reset(None)
             kineto.clear()
-            with gpuutil.profile(report_interval_ms=0) as prof:
+            # detail="always": the planted wait is a record_function range,
+            # which only the detail tier records (a real DataLoader's wait is
+            # seen in every tier); "sampled" makes the 4th step a detail step
+            # only when a finding fired first, which depends on timing.
+            with gpuutil.profile(report_interval_ms=0, detail="always") as prof:
                 for i in range(4):
                     with prof.step():
                         with torch.autograd.profiler.record_function(
