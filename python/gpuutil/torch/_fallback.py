@@ -50,6 +50,7 @@ import torch
 from gpuutil import _core
 from gpuutil.torch._compile import CompileWatch, dynamo_compiling_fn, quiet_frames
 from gpuutil.torch._forward import ForwardRanges
+from gpuutil.torch._patch import patch
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuutil._profile import Profile
@@ -126,19 +127,7 @@ class PythonHooks:
     def _patch(self, owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
         """Replaces ``owner.attr`` by ``make(original)``; undo restores exactly
         what was there (an inherited attribute is deleted again, not shadowed)."""
-        own = attr in vars(owner)
-        saved = vars(owner)[attr] if own else None
-        wrapper = make(getattr(owner, attr))
-        quiet_frames(wrapper)  # never a compiled frame of its own (gpuutil.torch._compile)
-        setattr(owner, attr, wrapper)
-
-        def undo() -> None:
-            if own:
-                setattr(owner, attr, saved)
-            else:
-                delattr(owner, attr)
-
-        self._undo.append(undo)
+        self._undo.append(patch(owner, attr, make))
 
     # -- install / uninstall ---------------------------------------------
     def install(self) -> None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from gpuutil.torch._compile import dynamo_compiling_fn, quiet_frames
+from gpuutil.torch._compile import dynamo_compiling_fn
+from gpuutil.torch._patch import patch
 
 Settings = Tuple[Optional[int], Optional[bool], Optional[bool], Optional[int]]
 
@@ -63,29 +64,19 @@ class LoaderSettingsWatch:
             return
         from torch.utils.data import DataLoader
 
-        owner, attr = DataLoader, "__iter__"
-        own = attr in vars(owner)
-        saved = vars(owner)[attr] if own else None
-        original = getattr(owner, attr)
         note = self._note
         is_dynamo_compiling = dynamo_compiling_fn()
 
-        def __iter__(loader: Any) -> Any:
-            it = original(loader)
-            if not is_dynamo_compiling():
-                note(loader, it)
-            return it
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def __iter__(loader: Any) -> Any:
+                it = original(loader)
+                if not is_dynamo_compiling():
+                    note(loader, it)
+                return it
 
-        quiet_frames(__iter__)  # never a compiled frame of its own (gpuutil.torch._compile)
-        setattr(owner, attr, __iter__)
+            return __iter__
 
-        def undo() -> None:
-            if own:
-                setattr(owner, attr, saved)
-            else:
-                delattr(owner, attr)
-
-        self._undo = undo
+        self._undo = patch(DataLoader, "__iter__", make)
 
     def uninstall(self) -> None:
         undo, self._undo = self._undo, None
