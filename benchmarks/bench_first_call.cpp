@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/replay/trace_bytes.h"
+#include "import/source/trace_bytes.h"
 #include "gpuutil/analysis.h"
 #include "gpuutil/kineto_import.h"
 #include "gpuutil/report_json.h"

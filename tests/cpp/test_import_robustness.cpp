@@ -24,7 +24,7 @@
 #include <random>
 #include <string>
 
-#include "collectors/replay/trace_bytes.h"
+#include "import/source/trace_bytes.h"
 #include "gpuutil/analysis.h"
 #include "gpuutil/kineto_import.h"
 #include "mutation.h"

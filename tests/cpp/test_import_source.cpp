@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/replay/import_passes.h"
+#include "import/kineto/import_passes.h"
 #include "gpuutil/kineto_import.h"
 #include "gzip_bytes.h"
 #include "import_compare.h"

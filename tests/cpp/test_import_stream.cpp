@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "collectors/replay/import_passes.h"
-#include "collectors/replay/trace_bytes.h"
-#include "collectors/replay/trace_source.h"
+#include "import/kineto/import_passes.h"
+#include "import/source/trace_bytes.h"
+#include "import/source/trace_source.h"
 #include "gpuutil/kineto_import.h"
 #include "gzip_bytes.h"
 #include "import_compare.h"

@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/replay/decimal_time.h"
-#include "collectors/replay/kineto_category.h"
-#include "collectors/replay/trace_bytes.h"
+#include "import/kineto/decimal_time.h"
+#include "import/kineto/kineto_category.h"
+#include "import/source/trace_bytes.h"
 #include "gpuutil/analysis.h"
 #include "gpuutil/kineto_import.h"
 #include "gzip_bytes.h"

@@ -5,7 +5,7 @@
 //
 //   clang++ -g -O1 -std=c++17 -fsanitize=fuzzer,address,undefined
 //     -Ilibgpuutil/include -Ilibgpuutil/src tests/fuzz/kineto_fuzzer.cpp
-//     libgpuutil/src/core/*.cpp libgpuutil/src/collectors/replay/*.cpp
+//     libgpuutil/src/core/*.cpp libgpuutil/src/import/kineto/*.cpp
 //     -lsimdjson -lz -pthread -o kineto_fuzzer        (one command line)
 //   mkdir -p corpus && for f in ../shared/traces/*.json.gz; do
 //     zcat "$f" | head -c 65536 > "corpus/$(basename "$f" .gz)"; done

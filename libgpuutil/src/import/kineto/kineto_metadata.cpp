@@ -5,14 +5,14 @@
 // sharedMemPerMultiprocessor (ROCm: maxSharedMemoryPerMultiProcessor),
 // warpSize, totalGlobalMem, computeMajor/Minor and, where present,
 // maxBlocksPerMultiProcessor. Missing fields stay 0 (= unknown).
-#include "collectors/replay/kineto_metadata.h"
+#include "import/kineto/kineto_metadata.h"
 
 #include <limits>
 #include <utility>
 #include <string>
 
-#include "collectors/replay/decimal_time.h"
-#include "collectors/replay/kineto_event.h"
+#include "import/kineto/decimal_time.h"
+#include "import/kineto/kineto_event.h"
 
 namespace gpuutil::replay {
 

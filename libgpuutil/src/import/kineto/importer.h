@@ -37,11 +37,11 @@
 
 #include <simdjson.h>
 
-#include "collectors/replay/kineto_event.h"
-#include "collectors/replay/kineto_mapper.h"
-#include "collectors/replay/memory_budget.h"
-#include "collectors/replay/parallel_split.h"
-#include "collectors/replay/trace_bytes.h"
+#include "import/kineto/kineto_event.h"
+#include "import/kineto/kineto_mapper.h"
+#include "import/source/memory_budget.h"
+#include "import/kineto/parallel_split.h"
+#include "import/source/trace_bytes.h"
 #include "gpuutil/kineto_import.h"
 
 namespace gpuutil::replay {

@@ -7,7 +7,7 @@
 // turns into an error result. A build without zlib (GPUUTIL_HAVE_ZLIB unset,
 // cmake/GpuutilDependencies.cmake) reads plain JSON only: gunzip() then
 // fails with one line saying so.
-#include "collectors/replay/trace_bytes.h"
+#include "import/source/trace_bytes.h"
 
 #ifdef GPUUTIL_HAVE_ZLIB
 #include <zlib.h>

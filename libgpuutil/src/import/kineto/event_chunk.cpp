@@ -1,11 +1,11 @@
 // Reading one thread's run of pieces of a split traceEvents array (see
 // event_chunk.h).
-#include "collectors/replay/event_chunk.h"
+#include "import/kineto/event_chunk.h"
 
 #include <new>
 
-#include "collectors/replay/event_array.h"
-#include "collectors/replay/kineto_mapper.h"
+#include "import/kineto/event_array.h"
+#include "import/kineto/kineto_mapper.h"
 
 namespace gpuutil::replay {
 

@@ -30,12 +30,12 @@
 #include <thread>
 #include <utility>
 
-#include "collectors/replay/import_passes.h"
-#include "collectors/replay/importer.h"
-#include "collectors/replay/memory_budget.h"
-#include "collectors/replay/parallel_split.h"
-#include "collectors/replay/trace_bytes.h"
-#include "collectors/replay/trace_source.h"
+#include "import/kineto/import_passes.h"
+#include "import/kineto/importer.h"
+#include "import/source/memory_budget.h"
+#include "import/kineto/parallel_split.h"
+#include "import/source/trace_bytes.h"
+#include "import/source/trace_source.h"
 
 namespace gpuutil {
 

@@ -1,8 +1,8 @@
 // Sequential reading of a trace document, inflating gzip on the fly (see
 // trace_source.h).
-#include "collectors/replay/trace_source.h"
+#include "import/source/trace_source.h"
 
-#include "collectors/replay/read_ahead.h"
+#include "import/source/read_ahead.h"
 
 #ifdef GPUUTIL_HAVE_ZLIB
 #include <zlib.h>

@@ -44,10 +44,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectors/replay/event_array.h"
-#include "collectors/replay/importer.h"
-#include "collectors/replay/trace_source.h"
-#include "collectors/replay/utf8_repair.h"
+#include "import/kineto/event_array.h"
+#include "import/kineto/importer.h"
+#include "import/source/trace_source.h"
+#include "import/kineto/utf8_repair.h"
 
 namespace gpuutil::replay {
 

@@ -1,5 +1,5 @@
 // Step window construction (see step_windows.h).
-#include "collectors/replay/step_windows.h"
+#include "import/kineto/step_windows.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,6 +1,6 @@
 // Reading a trace document ahead of the parser on a second thread (see
 // read_ahead.h).
-#include "collectors/replay/read_ahead.h"
+#include "import/source/read_ahead.h"
 
 #include <algorithm>
 #include <cstring>

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectors/replay/trace_source.h"
+#include "import/source/trace_source.h"
 
 namespace gpuutil::replay {
 

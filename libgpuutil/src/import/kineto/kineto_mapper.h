@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "collectors/replay/kineto_category.h"
-#include "collectors/replay/kineto_event.h"
+#include "import/kineto/kineto_category.h"
+#include "import/kineto/kineto_event.h"
 #include "gpuutil/events.h"
 #include "gpuutil/range_classify.h"
 

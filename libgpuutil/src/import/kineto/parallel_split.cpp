@@ -1,6 +1,6 @@
 // Where to cut a trace document for the parallel import (see
 // parallel_split.h).
-#include "collectors/replay/parallel_split.h"
+#include "import/kineto/parallel_split.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,6 +1,6 @@
 // Invalid UTF-8 repair (see utf8_repair.h). Validity follows RFC 3629: no
 // overlong forms, no surrogates, nothing above U+10FFFF.
-#include "collectors/replay/utf8_repair.h"
+#include "import/kineto/utf8_repair.h"
 
 #include <string>
 

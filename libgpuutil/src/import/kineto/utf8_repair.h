@@ -8,7 +8,7 @@
 // Internal to the replay collector.
 #pragma once
 
-#include "collectors/replay/trace_bytes.h"
+#include "import/source/trace_bytes.h"
 #include "gpuutil/diagnostics.h"
 
 namespace gpuutil::replay {

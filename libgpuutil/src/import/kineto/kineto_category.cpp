@@ -5,7 +5,7 @@
 // gpu_user_annotation (device-row copies of host ranges), cuda_sync (device-
 // row copies of the host synchronization calls, see docs/trace-import.md),
 // Trace (the profiler's own span), overhead, instant and flow categories.
-#include "collectors/replay/kineto_category.h"
+#include "import/kineto/kineto_category.h"
 
 #include <array>
 #include <cstddef>

@@ -6,7 +6,7 @@
 // digit decides rounding (>= 5 rounds the magnitude up, i.e. half away from
 // zero once the sign is applied). No floating point is involved, so
 // "1712195495505543.2" is exactly 1712195495505543200 ns.
-#include "collectors/replay/decimal_time.h"
+#include "import/kineto/decimal_time.h"
 
 #include <limits>
 

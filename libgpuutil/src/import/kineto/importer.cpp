@@ -18,7 +18,7 @@
 // the workers' events in order and reads the top-level keys after the
 // array. With one thread the same pass reads the pieces one after another,
 // with one parser.
-#include "collectors/replay/importer.h"
+#include "import/kineto/importer.h"
 
 #include <functional>
 #include <memory>
@@ -27,10 +27,10 @@
 #include <utility>
 #include <vector>
 
-#include "collectors/replay/event_array.h"
-#include "collectors/replay/event_chunk.h"
-#include "collectors/replay/kineto_metadata.h"
-#include "collectors/replay/utf8_repair.h"
+#include "import/kineto/event_array.h"
+#include "import/kineto/event_chunk.h"
+#include "import/kineto/kineto_metadata.h"
+#include "import/kineto/utf8_repair.h"
 
 namespace gpuutil::replay {
 

@@ -19,7 +19,7 @@
 
 #include <simdjson.h>
 
-#include "collectors/replay/kineto_event.h"
+#include "import/kineto/kineto_event.h"
 
 namespace gpuutil::replay {
 

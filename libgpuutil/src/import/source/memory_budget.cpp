@@ -1,7 +1,7 @@
 // The import's memory budget (see memory_budget.h), the shared
 // ImportBudget, and memory sizes as people write them
 // (gpuutil/kineto_import.h).
-#include "collectors/replay/memory_budget.h"
+#include "import/source/memory_budget.h"
 
 #include <algorithm>
 #include <cctype>

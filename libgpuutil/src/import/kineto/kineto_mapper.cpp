@@ -1,14 +1,14 @@
 // Kineto event -> EventStore mapping (see kineto_mapper.h and
 // docs/trace-import.md for the per-category rules).
-#include "collectors/replay/kineto_mapper.h"
+#include "import/kineto/kineto_mapper.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string_view>
 
-#include "collectors/replay/decimal_time.h"
-#include "collectors/replay/step_windows.h"
+#include "import/kineto/decimal_time.h"
+#include "import/kineto/step_windows.h"
 #include "gpuutil/range_classify.h"
 
 namespace gpuutil::replay {

@@ -5,12 +5,12 @@
 // (escaped keys such as "\u0074s" are not recognised). Values are type-
 // checked with type(), which only peeks, before a getter consumes them, so a
 // wrong type never leaves the iterator in an error state.
-#include "collectors/replay/kineto_event.h"
+#include "import/kineto/kineto_event.h"
 
 #include <cstring>
 #include <utility>
 
-#include "collectors/replay/decimal_time.h"
+#include "import/kineto/decimal_time.h"
 
 namespace gpuutil::replay {
 

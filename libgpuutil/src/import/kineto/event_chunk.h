@@ -24,8 +24,8 @@
 
 #include <simdjson.h>
 
-#include "collectors/replay/kineto_event.h"
-#include "collectors/replay/parallel_split.h"
+#include "import/kineto/kineto_event.h"
+#include "import/kineto/parallel_split.h"
 
 namespace gpuutil::replay {
 
