@@ -38,7 +38,7 @@ _LAZY = {
     "format": "_format",
     "Profile": "_profile",
     "profile": "_profile",
-    "register_collector": "_profile",
+    "register_collector": "_collectors",
 }
 
 __all__ = [

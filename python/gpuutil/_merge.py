@@ -134,6 +134,7 @@ def merge_reports(records: "List[Dict[str, Any]]") -> "Dict[str, Any]":
         "sources": first.get("sources", []),
         "flops_source": first.get("flops_source"),
         "workload": totals.get("workload") or reports[-1].get("workload", first.get("workload")),
+        "loaders": totals.get("loaders", []),  # with their periodic stalls over the run
         "steps": steps,
         "summary": summary,
         "findings": ranked,

@@ -36,7 +36,7 @@ import sys
 from typing import Any, List, Mapping, NamedTuple, Optional
 
 from gpuutil import _core
-from gpuutil._profile import register_collector
+from gpuutil._collectors import register_collector
 
 _enabled: List[dict] = []
 _registered = False
@@ -171,7 +171,7 @@ def _torch_cuda_pending() -> bool:
 
 
 class NvmlCollector:
-    """The Collector (see gpuutil._profile.Collector) around _core.NvmlSampler."""
+    """The Collector (see gpuutil._collectors.Collector) around _core.NvmlSampler."""
 
     name = "nvml"
     collects_gpu = False  # device counters, not GPU activity

@@ -22,10 +22,10 @@ def _gpu_present() -> bool:
     return os.path.exists("/dev/nvidia0")
 
 
-def test_live_collector_is_registered_at_import():
-    from gpuutil import _profile
+def test_live_collector_is_a_builtin_factory():
+    from gpuutil import _collectors
 
-    assert _live._factory in _profile._COLLECTOR_FACTORIES
+    assert _live._factory in _collectors.factories()
     assert _live.CuptiCollector.collects_gpu is True
 
 

@@ -85,7 +85,11 @@ def test_evaluation_and_checkpoints_between_automatic_steps_are_outside_steps_an
     # Each part is what was planted (the third evaluation and checkpoint ran
     # after the last optimizer step: counted too). Evaluation runs from the
     # optimizer step to its last forward, the checkpoint is torch.save.
-    assert 0.95 * planted_eval <= parts["evaluation"] <= planted_eval + 5 * MS, (parts, planted_eval)
+    # (The carve starts where the optimizer step ended, the planted clock a
+    # few bytecodes later: on a loaded machine a preemption lands between
+    # them, hence 2% over a 1.4 s evaluation rather than a flat 5 ms.)
+    assert 0.95 * planted_eval <= parts["evaluation"] <= planted_eval + max(5 * MS, planted_eval // 50), (
+        parts, planted_eval)
     assert 0.95 * planted_save <= parts["checkpoint"] <= planted_save + 5 * MS, (parts, planted_save)
     assert planted_eval + planted_save <= s["outside_steps_ns"] <= planted_eval + planted_save + 20 * MS
     assert sum(parts.values()) == s["outside_steps_ns"]

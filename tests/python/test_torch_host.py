@@ -177,17 +177,17 @@ def test_import_gpuutil_does_not_import_torch():
 
 
 def test_libtorch_hook_sees_autograd_nodes_when_asked_and_reports_no_fallback(monkeypatch):
-    from gpuutil import _profile
+    from gpuutil import _collectors
     from gpuutil.torch import TorchCollector, _ext
 
     module, reason = _ext.load(build=True)
     assert module is not None, reason
     ranges = {}
-    others = [f for f in _profile._COLLECTOR_FACTORIES if f.__name__ != "_torch_collector"]
+    others = [f for f in _collectors.factories() if f.__name__ != "_torch_collector"]
     for autograd_nodes in (True, False):
         factories = list(others)
         factories.append(lambda p, a=autograd_nodes: TorchCollector(p, autograd_nodes=a))
-        monkeypatch.setattr(_profile, "_COLLECTOR_FACTORIES", factories)
+        monkeypatch.setattr(_collectors, "_COLLECTOR_FACTORIES", factories)
         model, opt = make_model()
         loader = DataLoader(SlowDataset(4, 0.0), batch_size=2, num_workers=0)
         with gpuutil.profile() as prof:
@@ -212,14 +212,14 @@ def test_a_detail_step_with_more_autograd_nodes_than_a_fixed_ring_held_loses_non
     chain of small ops): 7,500+ ranges between two drains. The hook's fixed
     4,096-range rings dropped the rest (torch_ranges_dropped); its queues
     (csrc/hook_ring.h) grow from a shared slab and keep every one."""
-    from gpuutil import _profile
+    from gpuutil import _collectors
     from gpuutil.torch import TorchCollector, _ext
 
     module, reason = _ext.load(build=True)
     assert module is not None, reason
-    others = [f for f in _profile._COLLECTOR_FACTORIES if f.__name__ != "_torch_collector"]
+    others = [f for f in _collectors.factories() if f.__name__ != "_torch_collector"]
     factories = others + [lambda p: TorchCollector(p, autograd_nodes=True)]
-    monkeypatch.setattr(_profile, "_COLLECTOR_FACTORIES", factories)
+    monkeypatch.setattr(_collectors, "_COLLECTOR_FACTORIES", factories)
     w = torch.ones(8, requires_grad=True)
     opt = torch.optim.SGD([w], lr=1e-6)
     with gpuutil.profile(detail="always", report_interval_ms=0) as prof:

@@ -2,7 +2,7 @@
 own c10d store, to a leader rank that assembles the cluster view
 (docs/distributed.md).
 
-A collector (the Collector protocol of ``gpuutil._profile``) that turns on
+A collector (the Collector protocol of ``gpuutil._collectors``) that turns on
 by itself once ``torch.distributed`` is initialised, at the start of the
 profile or at any later report. It never issues a collective and never
 touches the training's process group or CUDA stream: it uses the default
