@@ -12,27 +12,55 @@ CUPTI (and its simulated device) and is part of the tests:
 
     python benchmarks/gpu_check.py --self-test
 
-Scenarios, each with its planted size, gpuutil's figure and a tolerance:
- 1. dataloader  a real DataLoader (num_workers=0) sleeping 20 ms per batch,
+First, before any scenario, ``gpu_check_probe`` (benchmarks/gpu_check_probe.cpp,
+a process of its own) reports which behaviour this CUPTI shows for each row
+of the fake CUPTI's matrix (sealing on a default flush, record placement,
+per-thread or global buffers, API record at the call or its exit, timestamp
+skew, held empty buffers, how soon records come back, callback names, graph
+correlation in a second activity session); its table is printed and kept in
+gpu_check.json under "probe". In --self-test it runs on the fake and must
+report the cell the fake was configured with (GPUUTIL_FAKE_CUPTI_MATRIX).
+
+Scenarios, ordered by what they teach, each with its planted size, gpuutil's
+figure and a tolerance:
+ 1. pipelined   a never-idle pipelined loop: no sync, GPU saturated for
+                >= 5 s, two launches per step, the host up to ~4 s ahead:
+                compute = wall (+-2%) in every step, 0 late records, 0
+                completion timeouts, 0 incomplete steps;
+ 2. long_kernel one 2.6 s kernel (longer than the old 2 s bound) running
+                through five 0.5 s steps: its time is compute in each, 0 late,
+                0 timeouts, 0 incomplete;
+ 3. profiler_thread  torch.profiler started and stopped on another thread
+                while gpuutil profiles: it keeps its kernels; gpuutil's steps
+                in between are collected or marked off, never zero activity
+                without a reason, and collected again after it;
+ 4. dataloader  a real DataLoader (num_workers=0) sleeping 20 ms per batch,
                 pipelined (no per-step sync): idle_dataloader per step,
                 within 3 ms of the batch's sleeps as timed;
- 2. item        .item() every step, then 5 ms of CPU: idle_host_sync with
+ 5. item        .item() every step, then 5 ms of CPU: idle_host_sync with
                 the aten::item culprit;
- 3. tiny        5000 tiny kernels per step: every kernel counted, launch-bound,
+ 6. tiny        5000 tiny kernels per step: every kernel counted, launch-bound,
                 overhead compared with torch.profiler's;
- 4. matmul      a bf16 matmul loop: MFU against torch-timed TFLOP/s;
- 5. compile     torch.compile (Triton, driver-API launches): launch_unmatched 0;
- 6. graph       a CUDA graph replayed across step boundaries: every kernel;
- 7. profiler    torch.profiler inside a gpuutil profile, before it, and after
+ 7. matmul      a bf16 matmul loop: MFU against torch-timed TFLOP/s;
+ 8. compile     torch.compile (Triton, driver-API launches): launch_unmatched 0;
+ 9. graph       a CUDA graph replayed across step boundaries: every kernel;
+10. profiler    torch.profiler inside a gpuutil profile, before it, and after
                 it: both keep their kernels, the suspension is reported;
- 8. nccl        NCCL with world size 1: time lands in communication;
- 9. nvml        NVML health present and joined to the right device (UUID);
-10. driver      torch-free C++ (benchmarks/gpu_check_driver.cpp): driver API
+11. nccl        NCCL with world size 1: informational (an in-place SUM
+                all_reduce on one rank may launch no kernel), records clean;
+12. nvml        NVML health present and joined to the right device (UUID);
+13. driver      torch-free C++ (benchmarks/gpu_check_driver.cpp): driver API
                 and a JIT-compiled PTX kernel, planted host gap (5 ms usleep,
-                checked against its timed length: -3%..+1.5 ms).
+                checked against its timed length: -3%..+1.5 ms), on the
+                libcupti the Python side loaded (--cupti-library).
 Every scenario also requires zero dropped, late, unfinished or invalid
 records. In --self-test, scenarios that need the hardware (matmul MFU,
-torch.compile, NVML) are marked SKIP with the reason.
+torch.compile, NVML) are marked SKIP with the reason. --cxx-only runs the
+probe and the driver scenario alone, without importing gpuutil or torch
+(scripts/gpu_check.sh uses it when the Python headers are missing and the
+Python module cannot be built). Scenarios left when --deadline-s has passed
+are SKIPped with that reason (scripts/gpu_check.sh sets it so the whole run,
+build included, ends within 240 s).
 
 It prints one line per check as it goes and a table last, writes
 gpu_check.json to --out (default: $OUT, else build/gpu_check), and exits 1
@@ -132,13 +160,47 @@ def median(xs: List[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
-def check_clean(checks: Checks, scenario: str, reports: List[Dict[str, Any]]) -> None:
-    """Nothing dropped, late, unfinished or invalid; GPU collection on."""
+def check_clean(checks: Checks, scenario: str, reports: List[Dict[str, Any]], checked: tuple = ()) -> None:
+    """Nothing dropped, late, unfinished or invalid; GPU collection on.
+    `checked`: diagnostics a row of the scenario already checked."""
     diags = diagnostics(reports)
-    bad = {k: v for k, v in diags.items() if k in BAD_DIAGNOSTICS}
+    bad = {k: v for k, v in diags.items() if k in BAD_DIAGNOSTICS and k not in checked}
     checks.add(scenario, "records lost/late/invalid", "0", json.dumps(bad) if bad else "0", "exact", not bad)
     off = [d["example"] for r in reports[:1] for d in r["diagnostics"] if d["name"] == "gpu_collection_off"]
     checks.add(scenario, "GPU collection on", "yes", "yes" if not off else f"off: {off[0]}", "-", not off)
+
+
+def incomplete_steps(reports: List[Dict[str, Any]]) -> int:
+    """Steps reported `complete: false` (their device records never all came)."""
+    return sum(1 for r in reports for st in r["steps"] if st.get("complete") is False)
+
+
+def check_completeness(c: Checks, scenario: str, reports: List[Dict[str, Any]]) -> None:
+    """The three counts a step that waited for slow work must keep at zero."""
+    diags = diagnostics(reports)
+    for diag, what in (("cupti_records_late", "late records"), ("cupti_completion_timeout", "completion timeouts")):
+        c.add(scenario, what, "0", str(diags.get(diag, 0)), "exact", diags.get(diag, 0) == 0)
+    n = incomplete_steps(reports)
+    c.add(scenario, "incomplete steps", "0", str(n), "exact", n == 0)
+
+
+def synced_step(prof: Any, g: Any) -> None:
+    """One step of 2 ms of GPU work, waited for."""
+    with prof.step():
+        g.gpu_ms(2.0)
+        g.synchronize()
+
+
+def profiler_kernels(g: Any, torch: Any, tp: Any, kineto: Dict[str, int]) -> int:
+    """Kernels torch.profiler kept (--self-test: what the fake's second client got)."""
+    if g.simulated:
+        return kineto.get("kernels", 0)
+    return sum(1 for e in tp.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def share(r: Dict[str, Any], bucket: str = "compute") -> float:
+    d = device0(r)
+    return d["breakdown_ns"][bucket] / d["wall_ns"] if d and d["wall_ns"] else 0.0
 
 
 # ---------------------------------------------------------------- backends
@@ -167,6 +229,41 @@ class RealGpu:
     def tiny(self, n: int) -> None:
         for _ in range(n):
             self.small.add_(1)
+
+    def heavy(self, ms: float) -> int:
+        """About `ms` of GPU work in few launches: 16384^3 bf16 matmuls
+        (~11 ms each on an H200), timed once. Returns the launches made."""
+        if getattr(self, "big", None) is None:
+            n = 16384
+            self.big = [self.torch.randn(n, n, device=self.dev, dtype=self.torch.bfloat16) for _ in range(3)]
+            self.torch.mm(self.big[0], self.big[1], out=self.big[2])
+            e0, e1 = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+            e0.record()
+            self.torch.mm(self.big[0], self.big[1], out=self.big[2])
+            e1.record()
+            self.torch.cuda.synchronize()
+            self.mm_ms = max(0.05, e0.elapsed_time(e1))
+        k = max(1, round(ms / self.mm_ms))
+        for _ in range(k):
+            self.torch.mm(self.big[0], self.big[1], out=self.big[2])
+        return k
+
+    def long_kernel(self, ms: float) -> Callable[[], float]:
+        """One kernel of about `ms` (torch.cuda._sleep, its cycles per ms
+        timed once); returns what tells its real length (ms) after a sync."""
+        if getattr(self, "cycles_per_ms", None) is None:
+            e0, e1 = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+            self.torch.cuda._sleep(1_000_000)
+            e0.record()
+            self.torch.cuda._sleep(50_000_000)
+            e1.record()
+            self.torch.cuda.synchronize()
+            self.cycles_per_ms = 50_000_000 / max(1e-3, e0.elapsed_time(e1))
+        e0, e1 = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+        e0.record()
+        self.torch.cuda._sleep(int(ms * self.cycles_per_ms))
+        e1.record()
+        return lambda: e0.elapsed_time(e1)
 
     def item(self, y: Any) -> float:
         return float(y[0, 0].item())
@@ -233,6 +330,15 @@ class FakeGpu:
         for _ in range(n):
             self.fake.fake_cupti_launch_kernel(b"vectorized_elementwise_kernel", 7, 300, 4000)
 
+    def heavy(self, ms: float) -> int:
+        for _ in range(2):
+            self.fake.fake_cupti_launch_kernel(b"sm90_xmma_gemm_bf16bf16_bf16f32", 7, int(ms * 1e6 / 2), 4000)
+        return 2
+
+    def long_kernel(self, ms: float) -> Callable[[], float]:
+        self.fake.fake_cupti_launch_kernel(b"spin_kernel", 7, int(ms * 1e6), 4000)
+        return lambda: ms
+
     # gpuutil sees PyTorch's own aten::item range from its detail tier
     # (FUNCTION scope; a stand-in USER_SCOPE range here), so the item
     # scenario collects detail on every step with this device. A real
@@ -261,6 +367,126 @@ def busy_wait(seconds: float) -> None:
 
 
 # ---------------------------------------------------------------- scenarios
+
+
+def scenario_pipelined(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -> None:
+    """What a saturated training loop looks like: the host never waits, the
+    GPU never idles, and the host runs seconds ahead (further than the old
+    2 s completion bound), so a step's records come seconds after its end."""
+    name = "pipelined"
+    step_gpu_ms, host_ms, gpu_total_s = 20.0, 5.0, 5.2
+    n = int(gpu_total_s * 1000 / step_gpu_ms)
+    g.heavy(step_gpu_ms)  # warm-up (and, on a GPU, the matmul timed once)
+    g.synchronize()
+    launches = 0
+    t0 = time.perf_counter()
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        for _ in range(n):
+            with prof.step():
+                launches += g.heavy(step_gpu_ms)
+                busy_wait(host_ms / 1e3)  # the host's own work: steps of real width
+        host_s = time.perf_counter() - t0
+        g.synchronize()
+        gpu_s = time.perf_counter() - t0
+    reports = list(prof.reports)[2:]
+    shares = [share(r) for r in reports if device0(r)]
+    off = [i + 2 for i, x in enumerate(shares) if abs(x - 1.0) > 0.02]
+    c.info(name, "GPU busy / host loop / launches per step", f"{gpu_s:.1f} s / {host_s:.1f} s / {launches / n:.0f}",
+           f"the host ended up to {max(0.0, gpu_s - host_s):.1f} s ahead of the GPU")
+    c.add(name, "compute / wall, every step", f"100% ({len(reports)} steps)",
+          f"min {100 * min(shares, default=0):.1f}%, max {100 * max(shares, default=0):.1f}%; {len(off)} off",
+          "+-2%", bool(shares) and not off and len(shares) == len(reports),
+          f"steps off: {off[:8]}" if off else "")
+    check_completeness(c, name, reports)
+    check_clean(c, name, reports, checked=("cupti_records_late", "cupti_completion_timeout"))
+
+
+def scenario_long_kernel(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -> None:
+    """One kernel longer than the old 2 s bound, inside a step: its launch
+    waits 2.6 s for its record while the GPU demonstrably works."""
+    name = "long_kernel"
+    kernel_ms, step_s, inside = 2600.0, 0.5, 5
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        with prof.step():
+            g.gpu_ms(1.0)
+            g.synchronize()
+        for i in range(inside):
+            with prof.step():
+                if i == 0:
+                    measured = g.long_kernel(kernel_ms)
+                time.sleep(step_s)
+        with prof.step():
+            g.synchronize()
+    kernel = measured()
+    reports = list(prof.reports)
+    compute_ms = sum(device0(r)["breakdown_ns"]["compute"] / 1e6 for r in reports[1:] if device0(r))
+    c.add(name, "its compute over the steps", f"{kernel:.0f} ms (one kernel, timed)", f"{compute_ms:.0f} ms", "+-2%",
+          abs(compute_ms - kernel) <= 0.02 * kernel)
+    shares = [share(r) for r in reports[2:1 + inside]]
+    c.add(name, "compute / wall, steps inside the kernel", f"100% ({inside - 1} steps)",
+          ", ".join(f"{100 * x:.1f}%" for x in shares), ">= 98%", len(shares) == inside - 1 and min(shares) >= 0.98)
+    check_completeness(c, name, reports)
+    stuck = sorted({f["id"] for r in reports for f in r.get("findings", []) if "stuck" in f["id"]})
+    c.info(name, "'stuck' findings on a kernel that progressed", ", ".join(stuck) or "none")
+    check_clean(c, name, reports, checked=("cupti_records_late", "cupti_completion_timeout"))
+
+
+def scenario_profiler_thread(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -> None:
+    """torch.profiler (Kineto) started and stopped on another thread, as
+    dynolog's on-demand tracing does: the profiler state is thread-local, so
+    the training thread never sees it."""
+    import threading
+
+    from torch.profiler import ProfilerActivity, profile
+
+    name = "profiler_thread"
+    activities = [ProfilerActivity.CPU] + ([] if g.simulated else [ProfilerActivity.CUDA])
+    kineto: Dict[str, int] = {}
+    if g.simulated:
+        kineto_like(g, torch, kineto)
+    started, stop = threading.Event(), threading.Event()
+    theirs: Dict[str, int] = {}
+    errors: List[str] = []
+
+    def other() -> None:
+        try:
+            with profile(activities=activities) as tp:
+                started.set()
+                stop.wait(60)
+            theirs["kernels"] = profiler_kernels(g, torch, tp, kineto)
+        except Exception as e:  # noqa: BLE001 - reported as the check's result
+            errors.append(f"{type(e).__name__}: {e}")
+            started.set()
+
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        synced_step(prof, g)
+        synced_step(prof, g)
+        th = threading.Thread(target=other, name="on-demand-profiler")
+        th.start()
+        started.wait(60)
+        for _ in range(3):
+            synced_step(prof, g)
+        stop.set()
+        th.join(60)
+        for _ in range(3):
+            synced_step(prof, g)
+    reports = list(prof.reports)
+    c.add(name, "torch.profiler on another thread: its kernels", "> 0",
+          str(theirs.get("kernels", 0)) + (f" ({errors[0]})" if errors else ""), "> 0", theirs.get("kernels", 0) > 0)
+    flagged = ("gpu_collection_off", "gpu_collection_suspended", "cupti_taken_over")
+
+    def state(r: Dict[str, Any]) -> str:
+        names = {d["name"] for d in r["diagnostics"]}
+        why = [f for f in flagged if f in names]
+        return why[0] if why else f"{device0(r)['kernels'] if device0(r) else 0} kernels"
+
+    during, after = [state(r) for r in reports[2:5]], [state(r) for r in reports[5:8]]
+    c.add(name, "steps while it traces: collected or marked off", "kernels > 0 or a reason", "; ".join(during),
+          "every step", len(during) == 3 and all(x != "0 kernels" for x in during),
+          "zero activity with no reason is the thread-local guard's hole (issue 27 item 4)")
+    c.add(name, "steps after it stopped: collected", "> 0 kernels", "; ".join(after), "every step",
+          len(after) == 3 and all(x.endswith("kernels") and x != "0 kernels" for x in after))
+    check_clean(c, name, reports)
 
 
 def scenario_dataloader(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -> None:
@@ -505,14 +731,10 @@ def scenario_profiler(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -
         kineto_like(g, torch, kineto)
 
     def their_kernels(tp: Any) -> int:
-        if g.simulated:
-            return kineto.get("kernels", 0)
-        return sum(1 for e in tp.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+        return profiler_kernels(g, torch, tp, kineto)
 
     def step(prof: Any) -> None:
-        with prof.step():
-            g.gpu_ms(2.0)
-            g.synchronize()
+        synced_step(prof, g)
 
     # gpuutil first, torch.profiler inside it.
     with gpuutil.profile(report_interval_ms=0) as prof:
@@ -564,6 +786,7 @@ def kineto_like(g: FakeGpu, torch: Any, out: Dict[str, int]) -> None:
 
     g.fake.fake_cupti_second_client_stop.restype = ClientStats
     P = torch.autograd.profiler.profile
+    P._gpu_check_kineto_out = out  # where the next stop reports (each scenario passes its own)
     if getattr(P, "_gpu_check_kineto_like", False):
         return
     prepare, leave = P._prepare_trace, P.__exit__
@@ -576,7 +799,7 @@ def kineto_like(g: FakeGpu, torch: Any, out: Dict[str, int]) -> None:
     def __exit__(self: Any, *a: Any, **k: Any) -> Any:
         r = leave(self, *a, **k)
         s = g.fake.fake_cupti_second_client_stop()
-        out.update(kernels=s.kernels, foreign=s.foreign_buffers_rejected)
+        P._gpu_check_kineto_out.update(kernels=s.kernels, foreign=s.foreign_buffers_rejected)
         return r
 
     P._prepare_trace, P.__exit__, P._gpu_check_kineto_like = _prepare_trace, __exit__, True
@@ -603,7 +826,10 @@ def scenario_nccl(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -> No
                     g.synchronize()
         reports = list(prof.reports)
         comm = median([device0(r)["breakdown_ns"]["communication"] / 1e6 for r in reports if device0(r)])
-        c.add(name, "communication per step (median)", "> 0 ms (all_reduce)", f"{comm:.3f} ms", "> 0", comm > 0)
+        # Informational: with one rank, an in-place SUM all_reduce may launch
+        # no kernel at all (NCCL returns early), so 0 ms is not a failure.
+        c.info(name, "communication per step (median)", f"{comm:.3f} ms",
+               "world size 1: NCCL may launch nothing; a multi-rank run is needed to check this bucket")
         check_clean(c, name, reports)
     finally:
         if not g.simulated:
@@ -646,7 +872,7 @@ def find_binary(name: str, env: str) -> Optional[str]:
     return hits[0] if hits else None
 
 
-def scenario_driver(c: Checks, g: Any, fake_lib: Optional[str], steps: int) -> None:
+def scenario_driver(c: Checks, g: Any, fake_lib: Optional[str], steps: int, cupti: Optional[str] = None) -> None:
     name = "driver"
     exe = find_binary("gpu_check_driver", "GPUUTIL_GPU_CHECK_DRIVER")
     if exe is None:
@@ -658,14 +884,18 @@ def scenario_driver(c: Checks, g: Any, fake_lib: Optional[str], steps: int) -> N
     host_ms, kernels = 5, 40
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "driver.json"
-        proc = subprocess.run([exe, "--out", str(out), "--steps", str(steps), "--kernels", str(kernels),
-                               "--host-ms", str(host_ms)], capture_output=True, text=True, env=env, timeout=120)
+        cmd = [exe, "--out", str(out), "--steps", str(steps), "--kernels", str(kernels), "--host-ms", str(host_ms)]
+        if cupti:
+            cmd += ["--cupti-library", cupti]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
         if proc.returncode != 0:
             c.add(name, "driver-API scenario ran", "yes", f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}",
                   "-", False)
             return
         result = json.loads(out.read_text())
     reports = result["reports"]
+    c.info(name, "libcupti loaded", result.get("cupti_library") or "(none)",
+           "the one the Python side loaded" if cupti and result.get("cupti_library") == cupti else "its own search")
     counts = [device0(r)["kernels"] if device0(r) else 0 for r in reports]
     c.add(name, "cuLaunchKernel kernels per step", str(kernels), str(sorted(set(counts))), "exact",
           counts == [kernels] * steps)
@@ -681,10 +911,107 @@ def scenario_driver(c: Checks, g: Any, fake_lib: Optional[str], steps: int) -> N
     check_clean(c, name, reports)
 
 
+# ---------------------------------------------------------------- probe
+
+
+class FakeMatrix(ctypes.Structure):
+    """fake_cupti_matrix (tests/fake_cupti/fake_cupti.h)."""
+
+    _fields_ = [("keep_appending", ctypes.c_int), ("device_records", ctypes.c_int), ("buffers", ctypes.c_int),
+                ("api_record_at_exit", ctypes.c_int), ("skew_ns", ctypes.c_int64), ("hold_empty", ctypes.c_int),
+                ("second_client", ctypes.c_int)]
+
+
+def expected_probe(fake_lib: str, graph_bug: bool = False) -> Dict[str, str]:
+    """What the probe must report for the cell the fake was configured with
+    (GPUUTIL_FAKE_CUPTI_MATRIX, read by the fake as it loads)."""
+    lib = ctypes.CDLL(fake_lib)
+    lib.fake_cupti_get_matrix.restype = FakeMatrix
+    m = lib.fake_cupti_get_matrix()
+    device = m.device_records == 1
+    return {
+        # Device records written at completion leave no incomplete record in
+        # any buffer: nothing is withheld, and no buffer shows the API order.
+        "seal": "n/a" if device else ("seal=0" if m.keep_appending else "seal=1"),
+        "records": "records=device" if device else "records=thread",
+        "buffers": ("buffers=thread", "buffers=global", "buffers=switch")[m.buffers],
+        "api": "n/a" if device else ("api=exit" if m.api_record_at_exit else "api=start"),
+        # The fake's cuLaunchKernel lasts 3 us and its kernel starts 4 us after
+        # the call began: a skew above 1 us shows as a start before the call's end.
+        "skew": "skew>0" if m.skew_ns > 1000 else "skew=0",
+        "hold": "hold=1" if m.hold_empty else "hold=0",
+        "names": "names=header",
+        "graph": "graph=stale_after_first" if graph_bug else "graph=matched",
+    }
+
+
+def probe_cell(row: Dict[str, str]) -> str:
+    """A probe row's cell as expected_probe() spells it (skew: seen or not)."""
+    cell = row["cell"]
+    if row["row"] == "skew" and cell.startswith("skew="):
+        return "skew>0" if int(cell.split("=", 1)[1]) > 0 else "skew=0"
+    return cell
+
+
+def probe_table(probe: Dict[str, Any]) -> str:
+    rows = probe.get("rows", [])
+    lines = ["| matrix row | this CUPTI | measured |", "|---|---|---|"]
+    lines += [f"| {r['row']} | {r['cell']} | {r['measured']} |" for r in rows]
+    return "\n".join(lines)
+
+
+def run_probe(c: Checks, fake_lib: Optional[str], cupti: Optional[str], extra: List[str]) -> Dict[str, Any]:
+    """gpu_check_probe in a process of its own; its rows into the table: in
+    --self-test checked against the fake's configured cell, else reported."""
+    name = "probe"
+    exe = find_binary("gpu_check_probe", "GPUUTIL_GPU_CHECK_PROBE")
+    if exe is None:
+        c.add(name, "matrix probe built", "yes", "not found", "-", False, "build target gpu_check_probe")
+        return {"error": "gpu_check_probe not found"}
+    env = dict(os.environ)
+    if fake_lib:
+        env["GPUUTIL_CHECK_LIBCUDA"] = fake_lib
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "probe.json"
+        cmd = [exe, "--out", str(out)] + (["--cupti-library", cupti] if cupti else []) + extra
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        if proc.returncode != 0 or not out.exists():
+            why = f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
+            c.add(name, "matrix probe ran", "yes", why, "-", False)
+            return {"error": why}
+        probe = json.loads(out.read_text())
+    print(f"[gpu_check] CUPTI behaviour for each row of the fake's matrix ({probe['cupti']['path']}, "
+          f"API version {probe['cupti']['version']}):", flush=True)
+    print(probe_table(probe), flush=True)
+    expected = expected_probe(fake_lib, "--fake-graph-correlation-bug" in extra) if fake_lib else None
+    for row in probe["rows"]:
+        want = expected.get(row["row"]) if expected else None
+        if want is None:
+            c.info(name, row["row"], f"{row['cell']}: {row['measured']}", row["settles"])
+        else:
+            got = probe_cell(row)
+            c.add(name, row["row"], f"{want} (the fake's cell)", got, "exact", got == want, row["measured"][:200])
+    return probe
+
+
+def loaded_cupti(gpuutil: Any) -> Optional[str]:
+    """The libcupti the Python side loads (a short profile asks the collector)."""
+    try:
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            col = next((x for x in prof._collectors if x.name == "cupti"), None)
+            path = col._live.library_path if col is not None else ""
+    except Exception:  # noqa: BLE001 - no path: the C++ programs search themselves
+        return None
+    return path or None
+
+
 # ---------------------------------------------------------------- main
 
 
-SCENARIOS = ("dataloader", "item", "tiny", "matmul", "compile", "graph", "profiler", "nccl", "nvml", "driver")
+SCENARIOS = ("probe", "pipelined", "long_kernel", "profiler_thread", "dataloader", "item", "tiny", "matmul",
+             "compile", "graph", "profiler", "nccl", "nvml", "driver")
+#: What --cxx-only runs (no gpuutil module, no torch).
+CXX_ONLY = ("probe", "driver")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -695,50 +1022,68 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--steps", type=int, default=8, help="measured steps per scenario")
     ap.add_argument("--only", default="", help="comma-separated scenarios to run")
     ap.add_argument("--deadline-s", type=float, default=280.0, help="skip what is left after this long")
+    ap.add_argument("--cxx-only", action="store_true",
+                    help="run the probe and the driver scenario only, without importing gpuutil or torch")
+    ap.add_argument("--probe-arg", action="append", default=[],
+                    help="passed to gpu_check_probe (--self-test: --fake-graph-correlation-bug)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
+    only = [s for s in args.only.split(",") if s] or list(SCENARIOS)
+    for s in only:
+        if s not in SCENARIOS:
+            print(f"gpuutil: error: unknown scenario {s!r}; one of {', '.join(SCENARIOS)}", file=sys.stderr)
+            return 2
     fake_lib = None
     if args.self_test:
         fake_lib = find_binary("libfake_cupti.so", "GPUUTIL_FAKE_CUPTI")
         if fake_lib is None:
-            print("[gpu_check] --self-test needs libfake_cupti.so (build the C++ tests)", file=sys.stderr)
+            print("gpuutil: error: --self-test needs libfake_cupti.so (build the C++ tests)", file=sys.stderr)
             return 2
         os.environ["GPUUTIL_CUPTI_LIBRARY"] = fake_lib
-    import gpuutil  # before torch: NVTX injection
-    import torch
-
     checks = Checks()
-    env: Dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__,
-                           "gpuutil": gpuutil.__version__, "self_test": args.self_test}
-    if args.self_test:
-        g: Any = FakeGpu(torch, fake_lib)
-        env["device"] = "simulated (fake CUPTI)"
+    env: Dict[str, Any] = {"python": platform.python_version(), "self_test": args.self_test}
+    g: Any = None
+    gpuutil = torch = None
+    cupti: Optional[str] = fake_lib or os.environ.get("GPUUTIL_CUPTI_LIBRARY") or None
+    if args.cxx_only:
+        env["device"] = "simulated (fake CUPTI)" if args.self_test else "(not asked: --cxx-only)"
+        env["mode"] = "cxx-only"
     else:
-        if not torch.cuda.is_available():
+        import gpuutil  # before torch: NVTX injection
+        import torch
+
+        env.update(torch=torch.__version__, gpuutil=gpuutil.__version__)
+        if args.self_test:
+            g = FakeGpu(torch, fake_lib)
+            env["device"] = "simulated (fake CUPTI)"
+        elif not torch.cuda.is_available():
             print("[gpu_check] no CUDA device visible to torch; run the torch-free part only", flush=True)
-            g = None
             env["device"] = "none (torch sees no GPU)"
         else:
             g = RealGpu(torch)
             env["device"] = torch.cuda.get_device_name(0)
             env["cuda"] = torch.version.cuda
+            cupti = cupti or loaded_cupti(gpuutil)
+    env["cupti_library"] = cupti
     print(f"[gpu_check] {env}", flush=True)
-    fns = {"dataloader": scenario_dataloader, "item": scenario_item, "tiny": scenario_tiny,
-           "matmul": scenario_matmul, "compile": scenario_compile, "graph": scenario_graph,
+    fns = {"pipelined": scenario_pipelined, "long_kernel": scenario_long_kernel,
+           "profiler_thread": scenario_profiler_thread, "dataloader": scenario_dataloader, "item": scenario_item,
+           "tiny": scenario_tiny, "matmul": scenario_matmul, "compile": scenario_compile, "graph": scenario_graph,
            "profiler": scenario_profiler, "nccl": scenario_nccl, "nvml": scenario_nvml}
-    only = [s for s in args.only.split(",") if s] or list(SCENARIOS)
-    for s in only:
-        if s not in SCENARIOS:
-            print(f"[gpu_check] unknown scenario {s!r}; one of {', '.join(SCENARIOS)}", file=sys.stderr)
-            return 2
-    for s in only:
+    probe: Dict[str, Any] = {}
+    times: Dict[str, float] = {}
+    for s in [x for x in SCENARIOS if x in only]:
         if time.monotonic() - t0 > args.deadline_s:
             checks.add(s, "ran", "-", "-", "-", None, f"skipped: past the {args.deadline_s:.0f} s deadline")
             continue
         started = time.monotonic()
         try:
-            if s == "driver":
-                scenario_driver(checks, g, fake_lib, args.steps)
+            if s == "probe":
+                probe = run_probe(checks, fake_lib, cupti, args.probe_arg)
+            elif s == "driver":
+                scenario_driver(checks, g, fake_lib, args.steps, cupti)
+            elif args.cxx_only:
+                checks.add(s, "ran", "-", "-", "-", None, "--cxx-only: the Python module was not built")
             elif g is None:
                 checks.add(s, "ran", "-", "-", "-", None, "torch sees no GPU")
             else:
@@ -746,13 +1091,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         except Exception as e:  # noqa: BLE001 - a scenario that breaks is a failed check, the others still run
             traceback.print_exc()
             checks.add(s, "ran", "-", f"{type(e).__name__}: {e}"[:200], "-", False)
-        print(f"[gpu_check] {s}: {time.monotonic() - started:.1f} s", flush=True)
+        times[s] = round(time.monotonic() - started, 1)
+        print(f"[gpu_check] {s}: {times[s]:.1f} s", flush=True)
     elapsed = time.monotonic() - t0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_check.json").write_text(json.dumps({"env": env, "elapsed_s": elapsed, "rows": checks.rows}, indent=1))
+    (out / "gpu_check.json").write_text(json.dumps({"env": env, "elapsed_s": elapsed, "scenario_s": times,
+                                                    "probe": probe, "rows": checks.rows}, indent=1))
     print()
-    print(f"gpu_check on {env['device']} (torch {torch.__version__}), {elapsed:.0f} s, results in {out / 'gpu_check.json'}")
+    print(f"gpu_check on {env['device']} (torch {env.get('torch', '-')}), {elapsed:.0f} s, "
+          f"results in {out / 'gpu_check.json'}")
+    if probe.get("rows"):
+        print("CUPTI behaviour (gpu_check_probe):")
+        print(probe_table(probe))
+        print()
     print(checks.table())
     return 1 if checks.failed() else 0
 

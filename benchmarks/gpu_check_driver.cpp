@@ -6,11 +6,15 @@
 // a known number of kernels, and writes what gpuutil reported as JSON.
 //
 //   gpu_check_driver --out result.json [--steps 12] [--kernels 40]
-//                    [--kernel-cycles 40000] [--host-ms 5]
+//                    [--kernel-cycles 40000] [--host-ms 5] [--cupti-library PATH]
 //
 // libcuda is dlopen'ed ($GPUUTIL_CHECK_LIBCUDA, else libcuda.so.1), so the
 // same program runs on a GPU and, in the check's --self-test, on the fake
 // CUPTI's simulated device (which also exports the driver calls used here).
+// libcupti: --cupti-library (gpu_check.py passes the one its Python side
+// loaded; it becomes $GPUUTIL_CUPTI_LIBRARY here), else the collector's own
+// search with the toolkit's extras/CUPTI/lib64 and the nvidia/cu13/lib wheel
+// folders added (gpu_check_cupti_dirs.h).
 // Exit status: 0 when it ran (pass/fail is decided by gpu_check.py), 2 when
 // CUDA could not be used.
 #include <dlfcn.h>
@@ -25,30 +29,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu_check_cupti_dirs.h"
+#include "gpu_check_spin_ptx.h"
 #include "gpuutil/clock.h"
 #include "gpuutil/profiler.h"
 
 namespace {
-
-// A kernel that spins for `cycles` SM clocks; the driver JIT-compiles it.
-const char* const kPtx = R"(
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry spin(.param .u64 cycles)
-{
-  .reg .pred %p;
-  .reg .u64 %rd<5>;
-  ld.param.u64 %rd1, [cycles];
-  mov.u64 %rd2, %clock64;
-LOOP:
-  mov.u64 %rd3, %clock64;
-  sub.u64 %rd4, %rd3, %rd2;
-  setp.lt.u64 %p, %rd4, %rd1;
-  @%p bra LOOP;
-  ret;
-}
-)";
 
 using CUresult = int;
 using CUdevice = int;
@@ -98,13 +84,15 @@ int main(int argc, char** argv) {
   std::string out_path;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--out") == 0) out_path = argv[i + 1];
+    if (std::strcmp(argv[i], "--cupti-library") == 0 && *argv[i + 1]) setenv("GPUUTIL_CUPTI_LIBRARY", argv[i + 1], 1);
   }
   const int64_t steps = arg(argc, argv, "--steps", 12);
   const int64_t kernels = arg(argc, argv, "--kernels", 40);
   unsigned long long cycles = static_cast<unsigned long long>(arg(argc, argv, "--kernel-cycles", 40'000));
   const int64_t host_ms = arg(argc, argv, "--host-ms", 5);
   if (out_path.empty()) {
-    std::fprintf(stderr, "usage: gpu_check_driver --out FILE [--steps N] [--kernels K] [--kernel-cycles C] [--host-ms M]\n");
+    std::fprintf(stderr, "usage: gpu_check_driver --out FILE [--steps N] [--kernels K] [--kernel-cycles C] [--host-ms M] "
+                         "[--cupti-library PATH]\n");
     return 2;
   }
   const char* lib = std::getenv("GPUUTIL_CHECK_LIBCUDA");
@@ -118,12 +106,13 @@ int main(int argc, char** argv) {
   CUmodule mod = nullptr;
   CUfunction spin = nullptr;
   if (cu.cuInit(0) || cu.cuDeviceGet(&dev, 0) || cu.cuDevicePrimaryCtxRetain(&ctx, dev) || cu.cuCtxSetCurrent(ctx) ||
-      cu.cuModuleLoadData(&mod, kPtx) || cu.cuModuleGetFunction(&spin, mod, "spin")) {
+      cu.cuModuleLoadData(&mod, gpu_check::kSpinPtx) || cu.cuModuleGetFunction(&spin, mod, "spin")) {
     std::fprintf(stderr, "gpu_check_driver: CUDA setup failed (no GPU, or the PTX did not JIT)\n");
     return 2;
   }
   gpuutil::ProfilerOptions o;
   o.live.nvtx = false;
+  o.live.cupti_library_dirs = gpu_check::cupti_candidate_dirs();
   gpuutil::Profiler prof(o);
   const std::string off = prof.start();
   std::vector<int64_t> host_ns;  // each step's planted gap as it really lasted (a loaded host oversleeps)
@@ -143,6 +132,7 @@ int main(int argc, char** argv) {
   const gpuutil::LiveCounters counters = prof.collector().counters();
   nlohmann::json j;
   j["gpu_collection_off"] = off;
+  j["cupti_library"] = prof.collector().library_path();
   j["planted"] = {{"steps", steps}, {"kernels_per_step", kernels}, {"host_ms", host_ms}, {"host_ns", host_ns}};
   j["counters"] = {{"driver_cbids", counters.driver_cbids},           {"runtime_cbids", counters.runtime_cbids},
                    {"records_dropped", counters.records_dropped},     {"buffers_starved", counters.buffers_starved},

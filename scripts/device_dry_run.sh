@@ -10,7 +10,9 @@
 # nvidia-nvtx 13.0 wheels, Triton's bundled CUDA headers; downloaded once into
 # build-device-cache/, ignored), through the device command itself:
 # `scripts/gpu_check.sh --self-test` (build, LibTorch hook, the GPU check on
-# the fake CUPTI). Then it checks that nothing came from the system (CMake cache,
+# the fake CUPTI, its CUPTI probe first; failed checks are accepted only when
+# they are exactly those tests/python/test_gpu_check.py expects to fail on
+# today's collector). Then it checks that nothing came from the system (CMake cache,
 # compile commands, linked libraries), imports gpuutil from the install
 # folder, analyses a plain trace, sees a gzip trace fail with the no-gzip
 # message, runs the live-path tests against the fake CUPTI, and prints how
@@ -60,12 +62,34 @@ if [ -e "$work/build-device" ]; then echo "[dry_run] FAIL: build-device/ travell
 prefix=$work/build-device/site
 out=$tmp/out
 check_rc=0
-env -u CUDA_HOME PYTHON="$py" GPUUTIL_DEVICE_BUILD_PYTHONPATH="$cache/site" OUT="$out" \
+# GPUUTIL_GPU_CHECK_BUDGET_S: no deadline here (the 240 s are the 16-core
+# machine's; this rehearsal runs every scenario on two cores).
+env -u CUDA_HOME PYTHON="$py" GPUUTIL_DEVICE_BUILD_PYTHONPATH="$cache/site" OUT="$out" GPUUTIL_GPU_CHECK_BUDGET_S=3600 \
   GPUUTIL_DEVICE_BUILD_ARGS="-DGPUUTIL_VENDORED_DEPS=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=TRUE -DGPUUTIL_CUDA_INCLUDE_SEARCH=OFF" \
   bash "$work/scripts/gpu_check.sh" --self-test > "$tmp/check.log" 2>&1 || check_rc=$?
 grep -F "[gpu_check.sh]" "$tmp/check.log"
 tail -n 45 "$tmp/check.log"
 build_s=$(sed -n 's/.*build done in \([0-9]*\) s.*/\1/p' "$tmp/check.log")
+# Exit 1 is accepted only when the failed checks are exactly those
+# tests/python/test_gpu_check.py expects to fail on today's collector; no
+# scenario may be skipped for the deadline.
+if { [ "$check_rc" = 0 ] || [ "$check_rc" = 1 ]; } && [ -f "$out/gpu_check.json" ]; then
+  if "$py" - "$out/gpu_check.json" "$repo/tests/python/test_gpu_check.py" <<'PY'
+import ast, json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+failed = {(r["scenario"], r["check"]) for r in rows if r["result"] == "FAIL"}
+tree = ast.parse(open(sys.argv[2]).read())
+expected = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                and getattr(n.targets[0], "id", "") == "EXPECTED_TO_FAIL")
+if failed != set(expected):
+    sys.exit(f"[dry_run] failed checks {sorted(failed)} are not the expected {sorted(expected)}")
+late = [r["scenario"] for r in rows if "deadline" in r["note"]]
+if late:
+    sys.exit(f"[dry_run] skipped for the deadline: {late}")
+print(f"[dry_run] gpu_check --self-test: its {len(failed)} failed checks are those expected on today's collector")
+PY
+  then check_rc=0; else check_rc=1; fi
+fi
 [ "$check_rc" = 0 ] || { echo "[dry_run] FAIL: scripts/gpu_check.sh --self-test exited $check_rc (log: $tmp/check.log)" >&2; keep=1; exit 1; }
 [ -f "$out/gpu_check.json" ] || { echo "[dry_run] FAIL: no gpu_check.json under \$OUT" >&2; exit 1; }
 
@@ -92,6 +116,7 @@ n_crt=$(printf '%s\n' "$deps" | grep -c "$bd/gpuutil_cuda_crt/crt/" || true)
 core=$(ls "$prefix"/gpuutil/_core*.so)
 [ -f "$prefix/gpuutil/libgpuutil_nvtx.so" ] || fail "libgpuutil_nvtx.so not installed next to the package"
 [ -f "$bd/tests/cpp/libfake_cupti.so" ] || fail "libfake_cupti.so not built"
+[ -x "$bd/benchmarks/gpu_check_probe" ] || fail "gpu_check_probe not built"
 ldd "$core" | grep -Eq 'lib(z|simdjson|deflate)\.so' && fail "_core links a system library: $(ldd "$core" | grep -E 'lib(z|simdjson|deflate)\.so')"
 echo "[dry_run] headers from the wheels (and $n_crt crt/ headers copied from Triton's), vendored deps, no zlib, no GoogleTest, no system libraries linked: ok"
 
@@ -133,5 +158,39 @@ EOF
 # The live path against the fake CUPTI (tests find build-device/tests/cpp/libfake_cupti.so).
 (cd "$work" && PYTHONPATH="$prefix" "$py" -m pytest -q -p no:cacheprovider \
   tests/python/test_live.py tests/python/test_live_faithful.py) || fail "live-path tests against the fake CUPTI"
+
+# How long the same run takes on the lent machine (16 cores): the compile
+# work of this build (ninja's logs: the core build and the LibTorch hook)
+# spread over 16 cores, never below its longest compile, plus the links and
+# everything that is not a compile (configure, pip, the check itself) as
+# measured here; the same speed per core assumed.
+"$py" - "$bd/.ninja_log" "$bd/torch_ext" "$out/gpu_check.json" "${build_s:-0}" <<'PY' || true
+import glob, json, os, sys
+def edges(path):
+    out = []
+    for line in open(path):
+        if line.startswith("#"):
+            continue
+        start, end, _, target = line.split("\t")[:4]
+        out.append((int(start), int(end), target))
+    return out
+core = edges(sys.argv[1])
+hook = [e for p in glob.glob(os.path.join(sys.argv[2], "**", ".ninja_log"), recursive=True) for e in edges(p)]
+def split(es):
+    comp = [(e - s) / 1e3 for s, e, t in es if t.endswith(".o")]
+    link = [(e - s) / 1e3 for s, e, t in es if not t.endswith(".o")]
+    wall = (max(e for _, e, _ in es) - min(s for s, _, _ in es)) / 1e3 if es else 0.0
+    return comp, link, wall
+cc, cl, cw = split(core)
+hc, hl, hw = split(hook)
+build = float(sys.argv[4])
+check = json.load(open(sys.argv[3]))["elapsed_s"]
+rest = build - cw - hw  # configure, pip, imports: not spread over cores
+est = rest + max(sum(cc) / 16, max(cc, default=0)) + max(cl, default=0) + max(sum(hc) / 16, max(hc, default=0)) + sum(hl)
+print(f"[dry_run] build here: {build:.0f} s = core ninja {cw:.0f} s ({sum(cc):.0f} s of compiles, longest "
+      f"{max(cc, default=0):.0f} s; links {sum(cl):.0f} s) + hook {hw:.0f} s + the rest {rest:.0f} s; the check "
+      f"{check:.0f} s")
+print(f"[dry_run] estimate on 16 cores: build ~{est:.0f} s (links serial: ~{est - max(cl, default=0) + sum(cl):.0f} s)")
+PY
 
 echo "[dry_run] PASS: scripts/gpu_check.sh --self-test from a copy of the working tree; build (core + hook) ${build_s} s on $(nproc) cores"

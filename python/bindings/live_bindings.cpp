@@ -24,7 +24,8 @@ void bind_live(py::module_& m) {
   py::class_<gpuutil::LiveCollector>(m, "LiveCollector")
       .def(py::init([](gpuutil::Session& session, size_t buffer_count, size_t buffer_bytes,
                        std::vector<std::string> library_dirs, bool driver_api, bool gpu, bool nvtx,
-                       std::string nvtx_library, int64_t completion_wait_ms) {
+                       std::string nvtx_library, int64_t completion_wait_ms, size_t max_held_steps,
+                       int64_t stuck_after_ms) {
              gpuutil::LiveOptions o;
              o.gpu = gpu;
              o.nvtx = nvtx;
@@ -34,12 +35,15 @@ void bind_live(py::module_& m) {
              o.cupti_library_dirs = std::move(library_dirs);
              o.cupti_driver_api = driver_api;
              o.cupti_completion_wait_ms = completion_wait_ms;
+             o.cupti_max_held_steps = max_held_steps;
+             o.cupti_stuck_after_ms = stuck_after_ms;
              return std::make_unique<gpuutil::LiveCollector>(session, std::move(o));
            }),
            py::arg("session"), py::arg("buffer_count") = 32, py::arg("buffer_bytes") = size_t(512) << 10,
            py::arg("library_dirs") = std::vector<std::string>{}, py::arg("driver_api") = true,
            py::arg("gpu") = true, py::arg("nvtx") = false, py::arg("nvtx_library") = "",
-           py::arg("completion_wait_ms") = 2000, py::keep_alive<1, 2>())
+           py::arg("completion_wait_ms") = 2000, py::arg("max_held_steps") = 1000, py::arg("stuck_after_ms") = 30000,
+           py::keep_alive<1, 2>())
       .def(
           "start",
           [](gpuutil::LiveCollector& c, const std::string& suspended_why) {
@@ -110,6 +114,11 @@ void bind_live(py::module_& m) {
         d["completion_timeouts"] = k.completion_timeouts;
         d["runtime_cbids"] = k.runtime_cbids;
         d["driver_cbids"] = k.driver_cbids;
+        d["calls_learnt"] = k.calls_learnt;
+        d["calls_dropped"] = k.calls_dropped;
+        d["flushes"] = k.flushes;
+        d["steps_given_up"] = k.steps_given_up;
+        d["stuck"] = k.stuck;
         d["nvtx_ranges"] = k.nvtx_ranges;
         return d;
       });

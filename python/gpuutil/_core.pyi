@@ -193,6 +193,8 @@ class LiveCollector:
         nvtx: bool = False,
         nvtx_library: str = "",
         completion_wait_ms: int = 2000,
+        max_held_steps: int = 1000,
+        stuck_after_ms: int = 30000,
     ) -> None: ...
     def start(self, suspended_why: str = "") -> str: ...
     @property

@@ -1,6 +1,6 @@
 """Live collection for ``gpuutil.profile()``: CUPTI activity records and NVTX ranges.
 
-Its collector factories are registered by gpuutil._profile. The CUPTI
+Its collector factories are built-in ones (gpuutil._builtin_collectors). The CUPTI
 collector starts the C++ CUPTI collector (``gpuutil._core.LiveCollector``),
 which loads libcupti at run time. When it cannot run (no driver or GPU, a
 CUPTI version mismatch, another CUPTI client such as torch.profiler or
@@ -58,25 +58,40 @@ def cupti_wheel_dirs() -> List[str]:
 
 
 class CuptiCollector:
-    """The Collector protocol (gpuutil._profile.Collector) over CUPTI.
+    """The Collector protocol (gpuutil._collectors.Collector) over CUPTI.
 
     Step reports wait for the GPU: a step is reported once every launch
-    made before its end has its device record (``complete_until_ns``), up
-    to a bound (``completion_wait_ms``, then ``cupti_completion_timeout``).
+    made before its end has its device record (``complete_until_ns``). The
+    wait is never cut by wall time: while the device progresses it costs
+    report latency only (the training thread never blocks on it). Past
+    ``max_held_steps`` steps waiting (or a memory bound) the oldest steps
+    are reported with ``complete: false`` (``cupti_step_incomplete``),
+    never as idle; a launch with no device record arriving for
+    ``stuck_after_ms`` is named (``gpu_stuck``). ``completion_wait_ms``
+    bounds only the blocking waits (``prof.flush()``, stop).
     With torch loaded, torch.profiler gets CUPTI while it runs
-    (gpuutil.torch._profiler_guard) and the steps in between say so.
+    (gpuutil.torch._profiler_guard) and the steps in between say so; when
+    the program imports torch only after the profile started, the guard is
+    installed right after that import (gpuutil._import_hook).
     """
 
     name = "cupti"
     collects_gpu = True
     completion_wait_ms = 2000
+    max_held_steps = 1000
+    stuck_after_ms = 30000
 
     def __init__(self, prof: "Profile") -> None:
         self._live = _core.LiveCollector(
-            prof._session, library_dirs=cupti_wheel_dirs(), completion_wait_ms=self.completion_wait_ms
+            prof._session,
+            library_dirs=cupti_wheel_dirs(),
+            completion_wait_ms=self.completion_wait_ms,
+            max_held_steps=self.max_held_steps,
+            stuck_after_ms=self.stuck_after_ms,
         )
         self._complete_until: Optional[int] = None
         self._guard: Any = None
+        self._torch_hook: Any = None  # installs the guard once the program imports torch
         self._last_boundary_ns: Optional[int] = None
 
     def start(self, prof: "Profile") -> Optional[str]:
@@ -98,7 +113,20 @@ class CuptiCollector:
             self._guard = guard
             guard.suspended_for = suspended_why or None
             guard.install()
+        else:
+            from gpuutil._import_hook import after_import
+
+            self._torch_hook = after_import("torch", self._install_guard_late)
         return None
+
+    def _install_guard_late(self) -> None:
+        """torch was imported after the profile started (on the importing
+        thread): nothing of it can be running yet."""
+        from gpuutil.torch import _profiler_guard
+
+        guard = _profiler_guard.ProfilerGuard(self._live.suspend, self._live.resume)
+        guard.install()
+        self._guard = guard
 
     def on_step_end(self, prof: "Profile") -> None:
         now = _core.now_ns()
@@ -116,6 +144,9 @@ class CuptiCollector:
         return self._complete_until
 
     def stop(self, prof: "Profile") -> None:
+        if self._torch_hook is not None:
+            self._torch_hook.remove()
+            self._torch_hook = None
         if self._guard is not None:
             self._guard.uninstall()
         if "torch" in sys.modules:

@@ -44,6 +44,12 @@
  *    API record carries its returnValue and enqueues nothing, peer copies
  *    arrive as MEMCPY2 records (only while that kind is enabled),
  *    cuptiActivitySetAttribute(PER_THREAD_ACTIVITY_BUFFER), cuptiFinalize.
+ *  - The callback API on the subscription: cuptiEnableCallback per (domain,
+ *    callback id); the subscriber's callback runs on the calling thread at
+ *    API enter and exit with CUpti_CallbackData (correlationId,
+ *    correlationData, the return value, contextUid = device + 1 as activity
+ *    records' contextId, symbolName = the kernel's name, and parameters
+ *    carrying a copy's or memset's byte count at offset 16).
  *  - What the headers leave open is a matrix of settings, not one choice
  *    (fake_cupti_matrix below; docs/live-collection.md, "The fake's
  *    matrix"): chosen with fake_cupti_configure() or, for a process that

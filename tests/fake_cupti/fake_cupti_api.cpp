@@ -14,7 +14,8 @@ namespace {
 
 int g_subscriber_token = 0;  // what a CUpti_SubscriberHandle points at
 
-CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_SubscriberParams* params) {
+CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_SubscriberParams* params, CUpti_CallbackFunc callback,
+                      void* user) {
   if (subscriber == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   if (params != nullptr && params->structSize == 0) return CUPTI_ERROR_INVALID_PARAMETER;
   State& s = st();
@@ -39,6 +40,9 @@ CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_SubscriberParams
     return r;
   }
   s.stats.subscribed = 1;
+  s.callback = callback;
+  s.callback_user = user;
+  s.callbacks_enabled.clear();
   *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token);
   return CUPTI_SUCCESS;
 }
@@ -99,13 +103,32 @@ CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t 
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc, void*) {
-  return subscribe(subscriber, nullptr);
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* user) {
+  return subscribe(subscriber, nullptr, callback, user);
 }
 
-CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc, void*,
+CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback, void* user,
                                        CUpti_SubscriberParams* params) {
-  return subscribe(subscriber, params);
+  return subscribe(subscriber, params, callback, user);
+}
+
+// The callback API: the subscriber's callback is called at API enter and
+// exit of the enabled (domain, callback id)s of the runtime and driver APIs
+// (fake_device.cpp, call_api).
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
+                                         CUpti_CallbackId cbid) {
+  if (subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token)) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (callback_name(domain, cbid) == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.stats.subscribed) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (enable) {
+    s.callbacks_enabled.insert({int(domain), cbid});
+  } else {
+    s.callbacks_enabled.erase({int(domain), cbid});
+  }
+  return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
@@ -114,6 +137,8 @@ CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.stats.subscribed) return CUPTI_ERROR_INVALID_PARAMETER;
   s.stats.subscribed = 0;
+  s.callback = nullptr;
+  s.callbacks_enabled.clear();
   return CUPTI_SUCCESS;
 }
 

@@ -552,6 +552,8 @@ void finalize_all() {
   s.stats.timestamp_callback_set = 0;
   measure_clock_offset();
   s.stats.subscribed = 0;
+  s.callback = nullptr;
+  s.callbacks_enabled.clear();
   s.thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
   s.per_thread = true;
   s.switch_pending = false;
@@ -570,6 +572,38 @@ using namespace fake;
 
 namespace {
 
+// The subscriber's callback (callback API) for one call at `site`, if that
+// callback id is enabled; called with mu released, on the calling thread.
+// The parameters carry what gpuutil reads: the byte count of copies and
+// memsets (a size_t at offset 16, as in the generated *_params structs).
+void api_callback(const fake_cupti_call* call, uint32_t corr, int return_value, CUpti_ApiCallbackSite site,
+                  uint64_t* correlation_data) {
+  State& s = st();
+  CUpti_CallbackFunc cb;
+  void* user;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.callback == nullptr || s.callbacks_enabled.count({call->domain, call->cbid}) == 0) return;
+    cb = s.callback;
+    user = s.callback_user;
+  }
+  const bool has_work = call->n_work > 0 && call->work != nullptr;
+  alignas(8) unsigned char params[64] = {};
+  const size_t count = has_work ? size_t(call->work[0].bytes) : 0;
+  std::memcpy(params + 16, &count, sizeof(count));
+  int rv = return_value;
+  CUpti_CallbackData d{};
+  d.callbackSite = site;
+  d.functionName = callback_name(static_cast<CUpti_CallbackDomain>(call->domain), call->cbid);
+  d.functionParams = params;
+  d.functionReturnValue = &rv;
+  d.symbolName = has_work && call->work[0].kind == FAKE_CUPTI_KERNEL ? call->work[0].name : nullptr;
+  d.contextUid = (has_work ? call->work[0].device : call->sync_device) + 1;  // as activity records' contextId
+  d.correlationData = correlation_data;
+  d.correlationId = corr;
+  cb(user, static_cast<CUpti_CallbackDomain>(call->domain), call->cbid, &d);
+}
+
 // One API call (see fake_cupti_call_api); return_value != 0: it failed, and
 // enqueues and waits for nothing.
 uint32_t call_api(const fake_cupti_call* call, int return_value) {
@@ -583,6 +617,8 @@ uint32_t call_api(const fake_cupti_call* call, int return_value) {
   // No call is recorded before it began: a call planted ahead of real time
   // is made at its start (a scenario computed ahead plays in real time).
   if (start > mono_ns()) sleep_until(start);
+  uint64_t correlation_data = 0;
+  api_callback(call, corr, return_value, CUPTI_API_ENTER, &correlation_data);
   std::unique_lock<std::mutex> lk(s.mu);
   // Schedule the device work on its streams.
   std::vector<std::pair<int64_t, int64_t>> times;
@@ -657,6 +693,8 @@ uint32_t call_api(const fake_cupti_call* call, int return_value) {
     }
     host_records(writing_slot_locked(s));
   }
+  lk.unlock();
+  api_callback(call, corr, return_value, CUPTI_API_EXIT, &correlation_data);
   return corr;
 }
 

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,6 +90,9 @@ struct State {
   std::map<uint32_t, bool> driver_override;   // cuptiActivityEnableDriverApi
   // Subscription.
   bool subscribed = false;
+  CUpti_CallbackFunc callback = nullptr;  // the subscriber's callback (cuptiSubscribe)
+  void* callback_user = nullptr;
+  std::set<std::pair<int, uint32_t>> callbacks_enabled;  // (domain, cbid): cuptiEnableCallback
   std::string other_subscriber;  // another tool holds the subscription
   // Buffers.
   std::vector<Slot*> thread_slots;        // never freed (threads may outlive a reset)

@@ -279,11 +279,6 @@ def test_a_profiler_that_does_not_take_cupti_found_at_a_step_boundary_suspends_n
 
 # Why today's collector fails a cell; the C++ suites say the same
 # (tests/cpp/matrix_cell.h). `grep -rn "issue 27:" tests/` lists every skip.
-ISSUE27_HELD_EMPTY_BUFFER = (
-    "issue 27: CUPTI holds a prefetched empty buffer that no default flush returns, and the collector bounds "
-    "completeness by the oldest buffer CUPTI holds (cupti_collector.cpp:352-363): every report and stop() waits "
-    "out completion_wait_ms (2 s); fixed by the completeness work"
-)
 
 
 def test_the_python_path_attributes_dataloader_waits_and_yields_to_torch_profiler_under_every_ci_cell():
@@ -298,8 +293,6 @@ def test_the_python_path_attributes_dataloader_waits_and_yields_to_torch_profile
         from torch.profiler import ProfilerActivity, profile
         out = {}
         for cell in cells:
-            if "hold=1" in cell:
-                continue
             assert fake.fake_cupti_configure_text(cell.encode()) == 0, cell
             fake.fake_cupti_reset(None)
             kineto.clear()
@@ -335,7 +328,6 @@ def test_the_python_path_attributes_dataloader_waits_and_yields_to_torch_profile
 
 
 def test_a_held_empty_buffer_delays_no_report():
-    pytest.skip(ISSUE27_HELD_EMPTY_BUFFER)
     result = run(
         """
         t = time.perf_counter()
@@ -352,26 +344,30 @@ def test_a_held_empty_buffer_delays_no_report():
     assert result["s"] < 1.5, "the profile waited out the completion bound: %s" % result
 
 
-def test_a_trace_started_behind_gpuutils_back_is_reported_as_a_takeover_not_as_idle_steps():
-    # Kineto on-demand tracing (dynolog, KINETO_USE_DAEMON) starts CUPTI from
-    # its own thread; no torch.profiler object exists for the guard to see.
-    pytest.skip(
-        "issue 27: nothing detects another client registering its callbacks and disabling gpuutil's kinds from "
-        "another thread (the guard reads the thread-local torch._C._autograd._profiler_enabled(); no "
-        "cupti_taken_over): the steps after it report zero GPU activity with no diagnostic; fixed by the "
-        "coexistence work"
-    )
-    result = run(
-        """
+# Kineto's on-demand tracing (dynolog, KINETO_USE_DAEMON) starts CUPTI from
+# its own thread; no torch.profiler object exists for the guard to see, and
+# the thread-local torch._C._autograd._profiler_enabled() says nothing. The
+# C++ collector sees it (docs/live-collection.md, "Coexistence").
+ON_DEMAND = """
         import threading
         def on_demand(start):
             t = threading.Thread(target=fake.fake_cupti_second_client_start if start
                                  else fake.fake_cupti_second_client_stop)
             t.start()
             t.join()
+    """
+
+
+def test_a_trace_started_behind_gpuutils_back_is_reported_as_a_takeover_not_as_idle_steps():
+    # Kineto registers its own (TSC) clock when it starts a trace (libkineto
+    # CuptiTimestamp.cpp): seen at the next flush, between steps too.
+    result = run(
+        ON_DEMAND
+        + """
         with gpuutil.profile(report_interval_ms=0) as prof:
             with prof.step():
                 kernels(1)
+            time.sleep(0.05)  # dynolog's trigger comes while the loop runs on
             on_demand(True)
             with prof.step():
                 kernels(1)
@@ -379,20 +375,45 @@ def test_a_trace_started_behind_gpuutils_back_is_reported_as_a_takeover_not_as_i
             with prof.step():
                 kernels(1)
         print(json.dumps(summary(prof)))
-        """
+        """,
+        GPUUTIL_FAKE_CUPTI_MATRIX="client=own_clock",
     )
-    assert result[0]["kernels"] == 1
-    said = ("gpu_collection_off", "gpu_collection_suspended", "cupti_taken_over")
+    assert result[0]["kernels"] == 1 and "cupti_taken_over" not in result[0]["diagnostics"], result[0]
     for step in result[1:]:
-        assert step["kernels"] == 1 or any(d in step["diagnostics"] for d in said), step
+        assert "timestamp callback" in step["diagnostics"]["cupti_taken_over"], step
+        assert "gpu_collection_off" in step["diagnostics"], step
+
+
+def test_a_trace_started_behind_gpuutils_back_mid_step_is_seen_from_its_silent_buffers():
+    # Kineto keeping CUPTI's clock: gpuutil's buffer of the running step went
+    # to it, and nothing came back for GPUUTIL_CUPTI_TAKEOVER_MS of flushing.
+    result = run(
+        ON_DEMAND
+        + """
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                kernels(1)
+            time.sleep(0.05)
+            with prof.step():
+                fake.fake_cupti_launch_kernel(b"gemm", 7, 200000, 5000)
+                on_demand(True)
+                kernels(1)
+            on_demand(False)
+            with prof.step():
+                kernels(1)
+        print(json.dumps(summary(prof)))
+        """,
+        GPUUTIL_CUPTI_TAKEOVER_MS="300",
+    )
+    assert result[0]["kernels"] == 1 and "cupti_taken_over" not in result[0]["diagnostics"], result[0]
+    for step in result[1:]:
+        assert "no activity buffer" in step["diagnostics"]["cupti_taken_over"], step
+        assert "gpu_collection_off" in step["diagnostics"], step
 
 
 def test_kineto_tearing_cupti_down_after_its_trace_is_said_not_reported_as_idle_steps():
-    pytest.skip(
-        "issue 27: with TEARDOWN_CUPTI=1 Kineto calls cuptiFinalize after gpuutil resumed; that drops gpuutil's "
-        "kinds, callbacks and held buffers, nothing notices (no cupti_taken_over), and the next steps report zero "
-        "GPU activity with no diagnostic; fixed by the coexistence work"
-    )
+    # TEARDOWN_CUPTI=1: Kineto calls cuptiFinalize after its trace, after
+    # gpuutil took CUPTI back; gpuutil sees it and attaches again.
     result = run(
         """
         as_kineto_does()
@@ -404,13 +425,181 @@ def test_kineto_tearing_cupti_down_after_its_trace_is_said_not_reported_as_idle_
                 with prof.step():
                     kernels(3)
             fake.fake_cupti_wait()  # its teardown, 20 ms after its stop
-            for _ in range(2):
+            for _ in range(3):
                 with prof.step():
                     kernels(1)
+                time.sleep(0.05)
         print(json.dumps(summary(prof)))
         """,
         GPUUTIL_FAKE_CUPTI_MATRIX="client=teardown",
+        TEARDOWN_CUPTI="1",
     )
+    assert result[0]["kernels"] == 1
     said = ("gpu_collection_off", "gpu_collection_suspended", "cupti_taken_over")
     for step in result[2:]:
         assert step["kernels"] == 1 or any(d in step["diagnostics"] for d in said), step
+    assert any("cupti_taken_over" in s["diagnostics"] for s in result[2:]), result
+    assert "cuptiFinalize" in result[2]["diagnostics"].get("cupti_taken_over", "cuptiFinalize"), result[2]
+    assert "TEARDOWN_CUPTI=1" in result[0]["diagnostics"]["cupti_kineto_env"], result[0]
+    # Nobody holds CUPTI after a finalize: gpuutil collects again.
+    assert result[-1]["kernels"] == 1 and "cupti_taken_over" not in result[-1]["diagnostics"], result[-1]
+
+
+def test_torch_imported_after_the_profile_started_still_hands_cupti_to_torch_profiler():
+    # The guard is installed when the program imports torch (an import hook),
+    # not only when torch was imported before gpuutil.profile() started.
+    fake = _fake_cupti()
+    code = textwrap.dedent(
+        """
+        import ctypes, json, sys, time
+        import gpuutil
+        fake = ctypes.CDLL(sys.argv[1])
+        fake.fake_cupti_reset(None)
+        fake.fake_cupti_launch_kernel.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int64, ctypes.c_int64]
+        class ClientStats(ctypes.Structure):
+            _fields_ = [("kernels", ctypes.c_uint64), ("memcpys", ctypes.c_uint64), ("api_records", ctypes.c_uint64),
+                        ("buffers", ctypes.c_uint64), ("foreign_buffers_rejected", ctypes.c_uint64),
+                        ("last_record_end_ns", ctypes.c_int64)]
+        fake.fake_cupti_second_client_stop.restype = ClientStats
+        def kernels(n):
+            for _ in range(n):
+                fake.fake_cupti_launch_kernel(b"gemm", 7, 200000, 5000)
+            fake.fake_cupti_device_synchronize()
+
+        prof = gpuutil.profile(report_interval_ms=0).start()
+        assert "torch" not in sys.modules
+        with prof.step():
+            kernels(1)
+        import torch  # after the profile started
+        # Kineto's CUPTI client, inside torch's own prepare/disable calls.
+        from torch.autograd import profiler as P
+        from gpuutil.torch import _profiler_guard
+        _profiler_guard.traces_gpu = lambda p: True  # a CPU build cannot ask for CUDA activity
+        kineto = {}
+        prepare, disable = P._prepare_profiler, P._disable_profiler
+        def _prepare_profiler(*a, **k):
+            r = prepare(*a, **k)
+            fake.fake_cupti_second_client_start()
+            return r
+        def _disable_profiler(*a, **k):
+            r = disable(*a, **k)
+            s = fake.fake_cupti_second_client_stop()
+            kineto.update(kernels=s.kernels, foreign=s.foreign_buffers_rejected)
+            return r
+        P._prepare_profiler, P._disable_profiler = _prepare_profiler, _disable_profiler
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]):
+            with prof.step():
+                kernels(3)
+        with prof.step():
+            kernels(1)
+        prof.stop()
+        out = []
+        for r in prof.reports:
+            devices = r["steps"][0]["devices"]
+            out.append({"kernels": devices[0]["kernels"] if devices else 0,
+                        "diagnostics": {d["name"]: d["example"] for d in r["diagnostics"]}})
+        print(json.dumps({"steps": out, "kineto": kineto}))
+        """
+    )
+    environ = dict(os.environ, GPUUTIL_CUPTI_LIBRARY=fake)
+    done = subprocess.run([sys.executable, "-c", code, fake], capture_output=True, text=True, env=environ, timeout=180)
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["kineto"] == {"kernels": 3, "foreign": 0}, result
+    steps = result["steps"]
+    assert [s["kernels"] for s in steps] == [1, 0, 1], steps
+    assert "torch.profiler" in steps[1]["diagnostics"]["gpu_collection_suspended"], steps[1]
+    assert "gpu_collection_suspended" not in steps[2]["diagnostics"], steps[2]
+
+
+MONITOR = """
+        import torch.profiler._cupti_monitor as mon
+        # The monitor needs cupti-python and a GPU; its CUPTI client is the
+        # fake's second client here (its own callbacks, kinds, forced flush at stop).
+        def _start(self):
+            fake.fake_cupti_second_client_start()
+            self._started = True
+        def _stop(self):
+            s = fake.fake_cupti_second_client_stop()
+            kineto.update(kernels=s.kernels, foreign=s.foreign_buffers_rejected)
+            self._started = False
+        mon.CuptiMonitor.start, mon.CuptiMonitor.stop = _start, _stop
+        monitor = mon.CuptiMonitor.__new__(mon.CuptiMonitor)
+    """
+
+
+def test_torchs_cupti_monitor_gets_cupti_while_it_runs_and_gpuutil_takes_it_back_after():
+    result = run(
+        MONITOR
+        + """
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                kernels(1)
+            monitor.start()
+            with prof.step():
+                kernels(3)
+            monitor.stop()
+            with prof.step():
+                kernels(1)
+        print(json.dumps({"steps": summary(prof), "monitor": kineto}))
+        """
+    )
+    assert result["monitor"] == {"kernels": 3, "foreign": 0}, result
+    steps = result["steps"]
+    assert [s["kernels"] for s in steps] == [1, 0, 1], steps
+    assert "CUPTI monitor" in steps[1]["diagnostics"]["gpu_collection_suspended"], steps[1]
+    assert "gpu_collection_suspended" not in steps[2]["diagnostics"], steps[2]
+
+
+def test_gpuutil_started_while_torchs_cupti_monitor_collects_waits_until_it_stops():
+    result = run(
+        MONITOR
+        + """
+        monitor.start()
+        mon._monitor_singleton = monitor
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                kernels(2)
+            with prof.step():
+                kernels(1)
+            monitor.stop()
+            mon._monitor_singleton = None
+            with prof.step():
+                kernels(1)
+        print(json.dumps({"steps": summary(prof), "monitor": kineto}))
+        """
+    )
+    assert result["monitor"] == {"kernels": 3, "foreign": 0}, result
+    steps = result["steps"]
+    assert [s["kernels"] for s in steps] == [0, 0, 1], steps
+    for s in steps[:2]:
+        assert "CUPTI monitor" in s["diagnostics"]["gpu_collection_suspended"], s
+    assert "gpu_collection_suspended" not in steps[2]["diagnostics"], steps[2]
+
+
+def test_emit_itt_around_steps_suspends_nothing():
+    # The ITT emitter sets the autograd profiler's state with no CUPTI client
+    # (the real torch API; emit_nvtx needs a CUDA build and is the same
+    # ActiveProfilerType check, pinned above with a stand-in).
+    result = run(
+        """
+        with torch.autograd.profiler.emit_itt():
+            with gpuutil.profile(report_interval_ms=0) as prof:
+                with prof.step():
+                    kernels(1)
+        steps = summary(prof)
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                kernels(1)
+            with torch.autograd.profiler.emit_itt():
+                for _ in range(2):
+                    with prof.step():
+                        kernels(1)
+            with prof.step():
+                kernels(1)
+        print(json.dumps(steps + summary(prof)))
+        """
+    )
+    assert [s["kernels"] for s in result] == [1, 1, 1, 1, 1], result
+    assert not any("gpu_collection_suspended" in s["diagnostics"] for s in result), result

@@ -13,6 +13,7 @@ import time
 import pytest
 
 import gpuutil
+from gpuutil import _merge
 
 torch = pytest.importorskip("torch")
 
@@ -89,6 +90,17 @@ def test_one_slow_worker_of_two_is_named_and_persistent_workers_is_not_recommend
     assert "one batch per round of the loader's 2 workers" in f["evidence"], f
     assert "persistent_workers" not in f["fix"], f["fix"]
     assert "get_worker_info().id" in f["fix"] and "num_workers, now 2" in f["fix"], f["fix"]
+
+    # The run's loaders carry the stall as a field too (prof.summary(), and
+    # `gpuutil analyze` of the run's JSONL: _merge), without the per-batch waits.
+    (run_loader,) = [l for l in summary["loaders"] if l["name"] == WAIT_RANGE]
+    assert run_loader["periodic_stall"]["period"] == 2, run_loader
+    assert run_loader["batches"] >= sum(l["batches"] for l in entries) >= 90, run_loader
+    assert run_loader["settings"] == entries[0]["settings"] and "batch_waits_ns" not in run_loader
+    merged = _merge.merge_reports(reports)
+    assert list(merged)[:6] == ["schema", "sources", "flops_source", "workload", "loaders", "steps"]
+    (merged_loader,) = [l for l in merged["loaders"] if l["name"] == WAIT_RANGE]
+    assert merged_loader["periodic_stall"]["period"] == 2, merged_loader
 
 
 def test_uniform_waits_get_generic_advice_without_the_loaders_own_settings():

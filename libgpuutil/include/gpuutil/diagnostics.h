@@ -62,10 +62,14 @@ const char* to_string(Severity s);
   X(torch_hook_fallback, kInfo, "the LibTorch RecordFunction hook is not loaded; PyTorch ranges come from Python-level hooks (see example: why)") \
   X(torch_ranges_dropped, kWarning, "PyTorch ranges were lost: every segment of the RecordFunction queues' slab (524,288 ranges across all threads) was in use between two step ends, or ranges nested more than 64 deep on one thread") \
   X(flops_measured_step, kInfo, "one step ran under torch FlopCounterMode to measure FLOPs per step (flops_per_step=\"measure\"); its timing is inflated (see example: which step)") \
-  X(cupti_records_late, kWarning, "a CUPTI record arrived after the step it falls in was reported (the completion wait bound was hit); that step undercounts it") \
-  X(cupti_completion_timeout, kWarning, "launched device work had no record within the completion wait bound; steps were reported without it (see example)") \
+  X(cupti_records_late, kWarning, "a CUPTI record arrived after the step it falls in was reported (that step was reported incomplete, or its launch was not known in time); that step undercounts it") \
+  X(cupti_completion_timeout, kWarning, "launched device work was no longer waited for (the launch table's memory bound; see example); the steps since are reported incomplete") \
+  X(cupti_step_incomplete, kWarning, "a step was reported before all its device records arrived (a held-steps or memory bound was hit, or the device never finished work launched in it; see example): steps[].complete is false, its device time is a lower bound, and it is kept out of run totals, MFU and findings") \
+  X(gpu_stuck, kError, "launched device work made no progress for a long time: GPU stuck in the named kernel (a hung kernel, or a collective waiting on another rank; see example)") \
   X(cupti_foreign_buffers, kWarning, "CUPTI handed gpuutil another client's activity buffer (that client replaced gpuutil's callbacks); left untouched") \
   X(gpu_collection_suspended, kWarning, "GPU collection was suspended during this step while another CUPTI client (torch.profiler) ran (see example)") \
+  X(cupti_taken_over, kWarning, "another CUPTI client took CUPTI from gpuutil without telling it (Kineto on-demand tracing, torch.profiler on another thread, cuptiFinalize by TEARDOWN_CUPTI=1; see example: what was seen): this step's GPU activity was not collected (gpu_collection_off), not measured as idle") \
+  X(cupti_kineto_env, kInfo, "Kineto settings in the environment that change how torch.profiler shares CUPTI with gpuutil (KINETO_USE_DAEMON: on-demand traces may take CUPTI at any time; TEARDOWN_CUPTI=1: cuptiFinalize after each trace; see example)") \
   X(cupti_subscriber_other, kInfo, "another CUPTI subscriber holds the subscription; activity records are collected without it (see example)") \
   X(cupti_thread_ids_os, kInfo, "CUPTI reports OS thread ids (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM, set by another tool); threads joined by OS tid") \
   X(nvml_counters_partial, kInfo, "NVML counters are partial: a listed CUDA device was not found in NVML, a MIG device reports its parent GPU's clocks/power and no utilisation, a field is not supported, or devices are labelled by NVML index (see example: which)") \

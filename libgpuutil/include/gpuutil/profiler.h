@@ -45,7 +45,14 @@ struct LiveOptions {
   size_t cupti_max_buffer_count = 512;             // the pool grows up to this many (reserved, not touched)
   std::vector<std::string> cupti_library_dirs;     // extra dirs to search (the CUPTI wheel)
   bool cupti_driver_api = true;                    // driver API launches/copies/syncs (Triton, NCCL, cuBLASLt)
-  int64_t cupti_completion_wait_ms = 2000;         // longest wait for launched work's device records
+  // Longest *blocking* wait for launched work's device records (flush(),
+  // suspend(), stop()). Step reports are never given up by wall time: they
+  // wait while the device progresses, bounded by cupti_max_held_steps and
+  // by memory, and are then reported incomplete (steps[].complete false).
+  int64_t cupti_completion_wait_ms = 2000;
+  size_t cupti_max_held_steps = 1000;              // steps waiting for device records before the oldest is incomplete
+  int64_t cupti_stuck_after_ms = 30000;            // no device record this long while a launch waits: gpu_stuck
+  bool cupti_api_callbacks = true;                 // learn launches at API exit (callback API); off: from API records
   bool nvtx = true;                                // NVTX host ranges (libgpuutil_nvtx.so)
   std::string nvtx_library;                        // "" = $NVTX_INJECTION64_PATH
 };
@@ -63,6 +70,11 @@ struct LiveCounters {
   uint64_t buffers_in_pool = 0;  // activity buffers in the pool (grows from cupti_buffer_count)
   uint64_t runtime_cbids = 0;    // runtime API callback ids traced (0: the whole RUNTIME kind)
   uint64_t driver_cbids = 0;     // driver API callback ids traced
+  uint64_t calls_learnt = 0;     // calls learnt at API exit (callback API)
+  uint64_t calls_dropped = 0;    // calls the callback ring had no room for
+  uint64_t flushes = 0;          // default flushes made while waiting (after stop)
+  uint64_t steps_given_up = 0;   // times held steps were reported incomplete, a bound hit (after stop)
+  uint64_t stuck = 0;            // launches named stuck (gpu_stuck; after stop)
   uint64_t nvtx_ranges = 0;      // NVTX ranges stored
 };
 

@@ -174,6 +174,11 @@ struct StepReport {
   // Live sessions: torch.compile compiled during the step (a warm-up), so
   // the step is kept out of the run's totals (its wall counts outside steps).
   bool compile_warmup = false;
+  // Live sessions: false when a completeness bound was hit before every
+  // device record of the step arrived (cupti_step_incomplete says which):
+  // its device time is a lower bound, never idle, and the step is kept out
+  // of the run's totals, MFU and findings.
+  bool complete = true;
   std::vector<DeviceStepReport> devices;
   std::vector<HostThreadStepReport> host;  // per rank, per thread with host ranges in the step
   std::vector<RankCollectives> collectives;  // per rank; not in the step JSON (cluster view input)

@@ -134,6 +134,10 @@ struct RunTotals {
   // Adds every step, device, host thread and finding of `report`.
   void add(const Report& report);
 
+  // `loaders` with each one's periodic stall found over the run's kept
+  // batch waits (what run_findings reads; run_totals_to_json writes them).
+  std::vector<LoaderReport> finished_loaders() const;
+
   // What the run is: the kind most steps had (ties: training, inference,
   // capture, unknown), with its evidence and the run's step count.
   Workload workload() const;

@@ -164,6 +164,21 @@ class Session {
   // Collectors promise that every event ending before t_ns has been
   // ingested. Steps ending at or before t_ns become reportable.
   void mark_complete_until(int64_t t_ns);
+  // A collector gave up waiting for data before t_ns (a held-steps or memory
+  // bound was hit, or the device never finished work launched before it):
+  // steps ending at or before t_ns that are not complete (they end after
+  // what mark_complete_until said) become reportable with
+  // steps[].complete = false and cupti_step_incomplete counted with `cause`;
+  // they are kept out of run_totals(), MFU and findings, never reported as
+  // idle. t_ns = INT64_MAX (a collector's stop with unfinished work): finish()
+  // keeps the completeness it was given instead of treating all data as
+  // complete. Any thread.
+  void mark_incomplete_until(int64_t t_ns, std::string_view cause);
+  uint64_t steps_incomplete() const;  // steps reported with complete = false
+  // The end of the newest closed, unreported step that is older than the
+  // newest `keep` of them (INT64_MIN when at most `keep` wait): what a
+  // collector bounding the steps held for its data gives up. Any thread.
+  int64_t held_step_end_ns(size_t keep) const;
   // Analyses reportable steps, writes them to the sinks, prunes events no
   // unreported step can need, and returns the new outputs (after any the
   // worker finished and nobody took yet, in step order). Waits for a
@@ -278,6 +293,9 @@ class Session {
   bool open_ = false;
   StepWindow current_{};
   int64_t complete_until_ns_ = INT64_MIN;
+  int64_t incomplete_until_ns_ = INT64_MIN;  // steps ending at or before it are reported, complete or not
+  std::string incomplete_cause_;
+  uint64_t steps_incomplete_ = 0;
   int64_t reported_until_ns_ = INT64_MIN;
   int64_t keep_from_ns_ = INT64_MIN;  // events ending at or before this were pruned
   std::vector<Interval> intervals_;

@@ -265,6 +265,7 @@ void step_json(JsonWriter& w, const StepReport& s) {
   w.member("wall_ns", s.wall_ns);
   if (s.detail) w.member("detail", *s.detail);
   if (s.compile_warmup) w.member("compile_warmup", true);
+  if (!s.complete) w.member("complete", false);
   w.key("devices");
   w.begin_array();
   for (const auto& d : s.devices) device_step_json(w, d);
@@ -479,6 +480,8 @@ std::string run_totals_to_json(const RunTotals& totals) {
   }
   w.end_object();
   w.member("compile_warmup_steps", totals.compile_warmup_steps);
+  w.key("loaders");  // with their periodic stalls over the run
+  loaders_json(w, totals.finished_loaders());
   w.key("devices");
   w.begin_array();
   for (const auto& [key, d] : totals.devices) {

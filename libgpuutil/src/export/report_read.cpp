@@ -243,6 +243,7 @@ StepReport step_of(const object& o) {
     s.detail = v;
   }
   read_bool(o, "compile_warmup", &s.compile_warmup);
+  read_bool(o, "complete", &s.complete);
   array a;
   if (read_array(o, "devices", &a)) {
     for (const element e : a) s.devices.push_back(device_of(as_object(e, "a device")));

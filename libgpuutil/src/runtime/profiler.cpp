@@ -52,6 +52,9 @@ std::string LiveCollector::start(const std::string& suspended_why) {
   o.library_dirs = impl_->options.cupti_library_dirs;
   o.driver_api = impl_->options.cupti_driver_api;
   o.completion_wait_ns = impl_->options.cupti_completion_wait_ms * 1'000'000;
+  o.max_held_steps = impl_->options.cupti_max_held_steps;
+  o.stuck_after_ns = impl_->options.cupti_stuck_after_ms * 1'000'000;
+  o.api_callbacks = impl_->options.cupti_api_callbacks;
   impl_->cupti = std::make_unique<cupti::CuptiCollector>(impl_->session, std::move(o));
   return impl_->cupti->start(suspended_why);
 }
@@ -105,6 +108,11 @@ LiveCounters LiveCollector::counters() const {
   out.buffers_in_pool = c.buffers_in_pool;
   out.runtime_cbids = c.runtime_cbids;
   out.driver_cbids = c.driver_cbids;
+  out.calls_learnt = c.calls_learnt;
+  out.calls_dropped = c.calls_dropped;
+  out.flushes = c.flushes;
+  out.steps_given_up = c.steps_given_up;
+  out.stuck = c.stuck;
   return out;
 }
 

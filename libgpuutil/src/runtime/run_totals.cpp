@@ -209,6 +209,12 @@ Workload RunTotals::workload() const {
   return w;
 }
 
+std::vector<LoaderReport> RunTotals::finished_loaders() const {
+  std::vector<LoaderReport> out = loaders;
+  finish_loaders(out, {});  // their periodic stalls over the run's batches
+  return out;
+}
+
 std::vector<Finding> run_findings(const RunTotals& t) {
   Summary s;
   s.steps = t.steps;
@@ -240,9 +246,7 @@ std::vector<Finding> run_findings(const RunTotals& t) {
     }
   }
   const Workload workload = t.workload();
-  std::vector<LoaderReport> loaders = t.loaders;
-  finish_loaders(loaders, {});  // their periodic stalls over the run's batches
-  RunFacts facts{s, workload, std::move(health), std::move(host), t.outside_named_ns, std::move(loaders)};
+  RunFacts facts{s, workload, std::move(health), std::move(host), t.outside_named_ns, t.finished_loaders()};
   std::vector<Finding> out = findings_of(facts);
   for (Finding& f : out) {  // how often the step's own rule fired, when it did
     const auto seen = t.findings.find(f.id);

@@ -272,6 +272,25 @@ void Session::mark_complete_until(int64_t t_ns) {
   complete_until_ns_ = std::max(complete_until_ns_, t_ns);
 }
 
+void Session::mark_incomplete_until(int64_t t_ns, std::string_view cause) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (t_ns > incomplete_until_ns_) {
+    incomplete_until_ns_ = t_ns;
+    incomplete_cause_ = std::string(cause);
+  }
+}
+
+int64_t Session::held_step_end_ns(size_t keep) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_.size() <= keep) return INT64_MIN;
+  return closed_[closed_.size() - keep - 1].end_ns;
+}
+
+uint64_t Session::steps_incomplete() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return steps_incomplete_;
+}
+
 size_t Session::pending_locked() const {
   return held_events_ + store_.activities.size() + store_.api_calls.size() + store_.ranges.size() +
          store_.counters.size();
@@ -353,12 +372,17 @@ std::vector<StepOutput> Session::collect_batch() {
   std::vector<std::pair<Diag, std::string>> standing;
   std::vector<Interval> intervals;
   AnalysisOptions options;
+  std::vector<bool> complete;  // per window: every device record of it arrived
+  std::string incomplete_cause;
   {
     std::lock_guard<std::mutex> lock(mu_);
     size_t ready = 0;
-    while (ready < closed_.size() && closed_[ready].end_ns <= complete_until_ns_) ++ready;
+    const int64_t reportable = std::max(complete_until_ns_, incomplete_until_ns_);
+    while (ready < closed_.size() && closed_[ready].end_ns <= reportable) ++ready;
     if (ready == 0) return {};
     windows.assign(closed_.begin(), closed_.begin() + static_cast<long>(ready));
+    for (const StepWindow& w : windows) complete.push_back(w.end_ns <= complete_until_ns_);
+    incomplete_cause = incomplete_cause_;
     for (const StepWindow& w : windows) {
       // The detail state at the step's end; changes before it but the last are done with.
       while (detail_.size() > 1 && detail_[1].first <= w.end_ns) detail_.pop_front();
@@ -393,6 +417,26 @@ std::vector<StepOutput> Session::collect_batch() {
       }
       o.report.summary.trace_span_ns = w.wall_ns();
       o.report.summary.outside_steps_ns = 0;
+      if (!complete[i] && !o.report.steps.empty()) {
+        // Device records of this step are still missing: its device time is
+        // a lower bound, so nothing is concluded from it.
+        o.report.steps.front().complete = false;
+        o.report.findings.clear();
+        for (DeviceStepReport& d : o.report.steps.front().devices) d.mfu.reset();
+        for (DeviceSummary& d : o.report.summary.devices) d.mfu.reset();
+        o.report.diagnostics.add(Diag::cupti_step_incomplete, 1, incomplete_cause);
+      }
+      for (const Interval& iv : intervals) {
+        if (iv.diag == Diag::gpu_stuck && iv.start_ns < w.end_ns && iv.end_ns > w.start_ns) {
+          Finding f;
+          f.id = "gpu_stuck";
+          f.title = iv.example;
+          f.evidence = "no device record arrived for the oldest launch still waiting since it was made";
+          f.fix = "find why the kernel does not finish: a collective waiting on another rank (check the other "
+                  "ranks' progress, NCCL_DEBUG=INFO), a deadlock or an endless loop in the kernel";
+          o.report.findings.insert(o.report.findings.begin(), std::move(f));
+        }
+      }
       if (!o.report.steps.empty()) {
         for (const Interval& iv : intervals) {
           if (iv.diag == Diag::compile_warmup && iv.start_ns < w.end_ns && iv.end_ns > w.start_ns) {
@@ -422,7 +466,9 @@ std::vector<StepOutput> Session::collect_batch() {
     if (write_failures > 0) since_last_report_.add(Diag::sink_write_failed, write_failures, write_error);
     for (StepOutput& o : out) {
       reported_until_ns_ = std::max(reported_until_ns_, o.report.steps.empty() ? INT64_MIN : o.report.steps[0].end_ns);
-      if (!o.report.steps.empty() && o.report.steps.front().compile_warmup) {
+      if (!o.report.steps.empty() && !o.report.steps.front().complete) {
+        ++steps_incomplete_;  // never in the run's figures: its device time is a lower bound
+      } else if (!o.report.steps.empty() && o.report.steps.front().compile_warmup) {
         // A torch.compile warm-up: reported, but kept out of the run's figures.
         outside_steps_ns_ += o.report.steps.front().wall_ns;
         outside_named_ns_[static_cast<size_t>(OutsideKind::kCompileWarmup)] += o.report.steps.front().wall_ns;
@@ -615,7 +661,11 @@ std::vector<StepOutput> Session::finish(int64_t t_ns) {
       last_step_end_ns_ = current_.end_ns;
       open_ = false;
     }
-    complete_until_ns_ = std::numeric_limits<int64_t>::max();
+    // All data is in now, unless a collector said at its stop that work
+    // launched after complete_until_ns_ never finished.
+    if (incomplete_until_ns_ != std::numeric_limits<int64_t>::max()) {
+      complete_until_ns_ = std::numeric_limits<int64_t>::max();
+    }
     finished_ = true;
   }
   stop_worker();  // its batch in flight finishes; what it made comes first

@@ -37,6 +37,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, List, Optional
 
+from gpuutil._import_hook import AfterImport, after_import
+
 _CALLBACK_MODULE = "torch._dynamo.callback"
 
 
@@ -72,50 +74,6 @@ def quiet_frames(*fns: Callable[..., Any], recursive: bool = False) -> None:
         pass
 
 
-class _AfterImport:
-    """A ``sys.meta_path`` finder that finds nothing itself: when module
-    ``name`` is imported it lets the other finders find it and calls
-    ``then()`` once the module has run."""
-
-    def __init__(self, name: str, then: Callable[[], None]) -> None:
-        self._name = name
-        self._then = then
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != self._name:
-            return None
-        spec = None
-        for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(fullname, path, target)
-            if spec is not None:
-                break
-        loader = getattr(spec, "loader", None)
-        exec_module = getattr(loader, "exec_module", None)
-        if exec_module is None:
-            return spec
-        name, then = self._name, self._then
-
-        def exec_then(module: Any) -> None:
-            exec_module(module)
-            if getattr(module, "__name__", None) == name:  # (a loader may serve other modules too)
-                try:
-                    then()
-                except Exception:  # noqa: BLE001 - never fail the program's own import
-                    pass
-
-        loader.exec_module = exec_then  # type: ignore[union-attr]
-        return spec
-
-    def remove(self) -> None:
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-
-
 class CompileWatch:
     """Dynamo's compile callbacks into the step path (``compile_begin``/
     ``compile_end``) while installed; see the module docstring."""
@@ -124,16 +82,14 @@ class CompileWatch:
         self._path = path
         self._handler: Any = None
         self._callbacks: List[Callable[[Any], None]] = []
-        self._finder: Optional[_AfterImport] = None
+        self._finder: Optional[AfterImport] = None
 
     def install(self) -> None:
         if not hasattr(self._path, "compile_begin"):
             return  # pragma: no cover - a core without compile_warmup
-        if _CALLBACK_MODULE in sys.modules:
-            self._register()
-        else:
-            self._finder = _AfterImport(_CALLBACK_MODULE, self._register)
-            sys.meta_path.insert(0, self._finder)
+        # At once when Dynamo's callbacks module is loaded, else right after
+        # the program (or torch.compile) imports it (gpuutil._import_hook).
+        self._finder = after_import(_CALLBACK_MODULE, self._register)
 
     def _register(self) -> None:
         if self._finder is not None:

@@ -14,7 +14,20 @@ kinds gpuutil enabled. So gpuutil steps aside:
 * after that profiler's ``__exit__`` (which disabled Kineto's kinds and
   flushed its buffers) gpuutil takes CUPTI back;
 * a profiler started some other way is caught at the next step boundary
-  (``torch._C._autograd._profiler_enabled()``), later and so with a gap.
+  (``torch._C._autograd._profiler_enabled()``), later and so with a gap;
+  that client already set its kinds, per-id API enables, clock and
+  callbacks, so gpuutil touches none of them and only marks the steps
+  (``suspend(why, since_ns)``). A client this thread cannot see (Kineto's
+  on-demand tracing, a profiler on another thread) is detected in C++
+  (``cupti_taken_over``, docs/live-collection.md);
+* torch's experimental CUPTI monitor (``torch.profiler._cupti_monitor``,
+  torch >= 2.13; also what ``torch.profiler.profile`` uses with
+  ``experimental_config`` backend ``cupti_monitor``, which passes
+  ``use_device=None`` so the profiler itself looks CPU-only) registers its
+  own buffer callbacks and clock: there is one set per process, so gpuutil
+  steps aside while it runs (``CuptiMonitor.start``/``stop``), and starts
+  suspended when one is already collecting. With an always-on monitor,
+  gpuutil collects no GPU activity, and every step says so.
 
 A profiler that does not use CUPTI leaves gpuutil alone: a CPU-only
 torch.profiler (no ``ProfilerActivity.CUDA``, or no CUDA device), the
@@ -32,9 +45,38 @@ control-path only (profiler start and stop) and are undone exactly by
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, List, Optional
 
 import torch
+
+MONITOR_WHY = ("torch's CUPTI monitor (torch.profiler._cupti_monitor) started; it registers its own CUPTI "
+               "callbacks, so gpuutil handed CUPTI over until it stops")
+MONITOR_RUNNING_WHY = ("torch's CUPTI monitor (torch.profiler._cupti_monitor) was collecting when gpuutil started; "
+                       "GPU collection waits until it stops")
+
+
+def cupti_monitor_module() -> Any:
+    """``torch.profiler._cupti_monitor`` (torch >= 2.13), or None."""
+    mod = sys.modules.get("torch.profiler._cupti_monitor")
+    if mod is not None:
+        return mod
+    try:
+        import torch.profiler._cupti_monitor as mod  # noqa: F811 - light: ctypes and json, no CUPTI yet
+    except Exception:  # noqa: BLE001 - an older torch without it
+        return None
+    return mod
+
+
+def cupti_monitor_running() -> bool:
+    """Whether torch's CUPTI monitor is collecting now (it holds CUPTI)."""
+    mod = sys.modules.get("torch.profiler._cupti_monitor")
+    get = getattr(mod, "get_monitor", None)
+    try:
+        monitor = get() if get is not None else None
+    except Exception:  # noqa: BLE001 - another torch's private API
+        return False
+    return monitor is not None and bool(getattr(monitor, "_started", True))
 
 
 def profiler_enabled() -> bool:
@@ -126,11 +168,16 @@ class ProfilerGuard:
         # A profiler found running (no patched entry point saw it start) that
         # does not take CUPTI: not looked at again until it stops.
         self._found_cpu_only = False
+        # torch's CUPTI monitor holds CUPTI: only its stop gives it back.
+        self._held_by_monitor = False
 
     def adopt_running(self) -> str:
         """At gpuutil's start, with a profiler already on: "" when it leaves
         CUPTI to gpuutil (CPU-only, NVTX/ITT, legacy; counted, so that the
         step boundaries do not suspend for it), else why gpuutil waits."""
+        if cupti_monitor_running():
+            self._held_by_monitor = True
+            return MONITOR_RUNNING_WHY
         if not profiler_enabled():
             return ""
         if running_profiler_traces_gpu() is False:
@@ -168,7 +215,7 @@ class ProfilerGuard:
                 if getattr(prof, "_gpuutil_cpu_only", False):
                     prof._gpuutil_cpu_only = False
                     guard._cpu_only_profilers = max(0, guard._cpu_only_profilers - 1)
-                elif guard.suspended_for is not None and not profiler_enabled():
+                elif guard.suspended_for is not None and not profiler_enabled() and not guard._held_by_monitor:
                     guard._leave()
 
         cls._prepare_trace = _prepare_trace
@@ -179,6 +226,49 @@ class ProfilerGuard:
             cls.__exit__ = leave
 
         self._undo.append(undo)
+        self._install_monitor_patch()
+
+    def _install_monitor_patch(self) -> None:
+        """Steps aside while torch's CUPTI monitor runs (see the module docstring)."""
+        mod = cupti_monitor_module()
+        mcls = getattr(mod, "CuptiMonitor", None)
+        if mcls is None or "start" not in mcls.__dict__ or "stop" not in mcls.__dict__:
+            return
+        guard = self
+        mstart, mstop = mcls.__dict__["start"], mcls.__dict__["stop"]
+
+        def start(monitor: Any, *args: Any, **kwargs: Any) -> Any:
+            guard._monitor_starts()
+            try:
+                return mstart(monitor, *args, **kwargs)
+            except BaseException:
+                guard._monitor_stopped()
+                raise
+
+        def stop(monitor: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return mstop(monitor, *args, **kwargs)
+            finally:
+                guard._monitor_stopped()
+
+        mcls.start, mcls.stop = start, stop
+
+        def undo() -> None:
+            mcls.start, mcls.stop = mstart, mstop
+
+        self._undo.append(undo)
+
+    def _monitor_starts(self) -> None:
+        self._held_by_monitor = True
+        if self.suspended_for is None:
+            self._enter(MONITOR_WHY)
+
+    def _monitor_stopped(self) -> None:
+        if not self._held_by_monitor:
+            return
+        self._held_by_monitor = False
+        if self.suspended_for is not None and not profiler_enabled():
+            self._leave()
 
     def uninstall(self) -> None:
         while self._undo:
@@ -197,7 +287,7 @@ class ProfilerGuard:
                 return
             self._enter("torch.profiler (or another Kineto client) was found running at a step boundary; "
                         "GPU records from when it started are missing", step_start_ns)
-        elif not enabled and self.suspended_for is not None:
+        elif not enabled and self.suspended_for is not None and not self._held_by_monitor:
             self._leave()
 
     def _enter(self, why: str, since_ns: Optional[int] = None) -> None:

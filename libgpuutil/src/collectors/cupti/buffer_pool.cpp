@@ -8,63 +8,6 @@
 
 namespace gpuutil::cupti {
 
-namespace {
-size_t pow2_at_least(size_t n) {
-  size_t p = 1;
-  while (p < n) p <<= 1;
-  return p;
-}
-}  // namespace
-
-IndexRing::IndexRing(size_t capacity) : cells_(new Cell[pow2_at_least(capacity)]), mask_(pow2_at_least(capacity) - 1) {
-  for (size_t i = 0; i <= mask_; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
-}
-
-bool IndexRing::push(uint64_t v) {
-  size_t pos = tail_.load(std::memory_order_relaxed);
-  for (;;) {
-    Cell& c = cells_[pos & mask_];
-    const size_t seq = c.seq.load(std::memory_order_acquire);
-    const intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos);
-    if (dif == 0) {
-      if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-        c.value = v;
-        c.seq.store(pos + 1, std::memory_order_release);
-        return true;
-      }
-    } else if (dif < 0) {
-      // Either really full, or the cell's previous value is being popped by
-      // a consumer that claimed it and has not released it yet: then wait
-      // for it (a few instructions unless that thread was preempted).
-      if (pos - head_.load(std::memory_order_acquire) > mask_) return false;
-      std::this_thread::yield();
-      pos = tail_.load(std::memory_order_relaxed);
-    } else {
-      pos = tail_.load(std::memory_order_relaxed);
-    }
-  }
-}
-
-bool IndexRing::pop(uint64_t& v) {
-  size_t pos = head_.load(std::memory_order_relaxed);
-  for (;;) {
-    Cell& c = cells_[pos & mask_];
-    const size_t seq = c.seq.load(std::memory_order_acquire);
-    const intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos + 1);
-    if (dif == 0) {
-      if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-        v = c.value;
-        c.seq.store(pos + mask_ + 1, std::memory_order_release);
-        return true;
-      }
-    } else if (dif < 0) {
-      return false;  // empty
-    } else {
-      pos = head_.load(std::memory_order_relaxed);
-    }
-  }
-}
-
 BufferPool::BufferPool(size_t count, size_t buffer_bytes, size_t max_count)
     : count_(count),
       max_count_(std::max(count, max_count)),
@@ -146,6 +89,11 @@ int64_t BufferPool::oldest_held_since_ns() const {
     if (t < oldest) oldest = t;
   }
   return oldest;
+}
+
+void BufferPool::forget_held() {
+  const size_t n = count();
+  for (size_t i = 0; i < n && base_; ++i) held_since_ns_[i].store(INT64_MAX, std::memory_order_release);
 }
 
 void BufferPool::release(uint8_t* buffer) {

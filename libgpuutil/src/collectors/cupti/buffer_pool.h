@@ -27,26 +27,12 @@
 #include <cstdint>
 #include <memory>
 
+#include "collectors/cupti/mpmc_ring.h"
+
 namespace gpuutil::cupti {
 
-// Bounded lock-free multi-producer multi-consumer queue of uint64 values.
-// push() returns false only when the ring holds capacity values.
-class IndexRing {
- public:
-  explicit IndexRing(size_t capacity_pow2);
-  bool push(uint64_t v);
-  bool pop(uint64_t& v);
-
- private:
-  struct Cell {
-    std::atomic<size_t> seq;
-    uint64_t value;
-  };
-  std::unique_ptr<Cell[]> cells_;
-  size_t mask_;
-  alignas(64) std::atomic<size_t> head_{0};
-  alignas(64) std::atomic<size_t> tail_{0};
-};
+// The pool's queues of buffer indexes (mpmc_ring.h).
+using IndexRing = MpmcRing<uint64_t>;
 
 class BufferPool {
  public:
@@ -85,6 +71,11 @@ class BufferPool {
   // When the oldest buffer CUPTI still holds was handed out (INT64_MAX when
   // CUPTI holds none): records newer than that may still be in it.
   int64_t oldest_held_since_ns() const;
+  // Buffers CUPTI holds now went to another client (it took CUPTI over):
+  // no longer waited for (oldest_held_since_ns() skips them). They stay
+  // outstanding and are never reused unless they come back. Called while
+  // CUPTI calls none of this pool's callbacks.
+  void forget_held();
   // Whether `buffer` is one of this pool's buffers.
   bool owns(const uint8_t* buffer) const { return index_of(buffer) >= 0; }
 

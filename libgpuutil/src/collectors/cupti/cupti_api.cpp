@@ -51,6 +51,9 @@ std::string CuptiApi::bind(void* h) {
   sym(h, "cuptiSubscribe", Subscribe);
   sym(h, "cuptiUnsubscribe", Unsubscribe);
   sym(h, "cuptiGetThreadIdType", GetThreadIdType);
+  sym(h, "cuptiEnableCallback", EnableCallback);
+  sym(h, "cuptiActivitySetAttribute", ActivitySetAttribute);
+  sym(h, "cuptiGetTimestamp", GetTimestamp);
   return "";
 }
 

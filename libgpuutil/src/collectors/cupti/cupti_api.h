@@ -43,6 +43,10 @@ struct CuptiApi {
   CUptiResult (*Subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;
   CUptiResult (*Unsubscribe)(CUpti_SubscriberHandle) = nullptr;
   CUptiResult (*GetThreadIdType)(CUpti_ActivityThreadIdType*) = nullptr;
+  // The callback API on gpuutil's subscription: launches learnt at API exit.
+  CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) = nullptr;
+  CUptiResult (*ActivitySetAttribute)(CUpti_ActivityAttribute, size_t*, void*) = nullptr;
+  CUptiResult (*GetTimestamp)(uint64_t*) = nullptr;
 
   void* handle = nullptr;  // dlopen handle (never dlclosed: CUPTI may still call us)
   std::string path;        // the library that was loaded

@@ -7,16 +7,29 @@
 // only enqueues. The drain thread decodes (RecordDecoder) into the Session
 // and is the only thread that flushes or decodes.
 //
-// Completeness: CUPTI delivers a device record only once the device has
-// finished the work, and a default flush withholds any buffer that holds an
-// unfinished record. So "data is complete up to t" needs two things: every
-// buffer CUPTI took before the last flush came back (or that flush began
-// after t), and every launch, copy or memset call that began before t has
-// its device record (LaunchTracker). The drain thread flushes at most every
-// drain_poll_ms while a step boundary waits for that, and publishes
-// complete_until_ns(). Nothing waits forever: past completion_wait_ns the
-// collector stops waiting and counts cupti_completion_timeout; records that
-// come later are counted as cupti_records_late by the session.
+// Completeness (docs/live-collection.md, "Completeness"): CUPTI delivers a
+// device record only once the device has finished the work, and a default
+// flush withholds any buffer that holds an unfinished record. "Data is
+// complete up to t" means every launch, copy or memset call that began
+// before t has its device record (LaunchTracker), and the last default
+// flush began after t. Calls are learnt at API exit through the callback
+// API on gpuutil's subscription (api_callbacks.h), so a buffer CUPTI holds
+// (unsealed, prefetched) hides no launch; without the subscription, API
+// records teach the tracker and every buffer CUPTI took before t must have
+// come back too. Buffers are requested with a record-count bound
+// (maxNumRecords: about 100 ms of records at the measured rate) so they
+// rotate whatever a default flush does with a partly filled one.
+// Waiting is never given up for lack of wall time: it costs report latency
+// only, the training thread never blocks on it. It is bounded by steps
+// (more than max_held_steps closed steps unreported) and by memory (CUPTI
+// holding most of the buffer pool, the tracker's table): then the oldest
+// held steps are reported incomplete (Session::mark_incomplete_until,
+// steps[].complete false, cupti_step_incomplete), never as idle. When no
+// device record arrived for stuck_after_ns while the oldest launch waits,
+// "GPU stuck in <kernel> ... since t" is a gpu_stuck diagnostic and
+// finding. The drain thread flushes while a boundary waits, adaptively:
+// every drain_poll_ms once data caught up with the boundaries, doubling up
+// to max_flush_interval_ms while the GPU trails.
 //
 // What is traced: kernels, copies, memsets, synchronization and overhead
 // records, and only the runtime and driver API calls the analysis uses
@@ -27,8 +40,10 @@
 //
 // Timestamps: cuptiActivityRegisterTimestampCallback -> session_now_ns(), so
 // every record is on the session clock (docs/clock.md). CUPTI's default
-// clock (CLOCK_REALTIME) is put back when gpuutil stops or suspends, so a
-// later torch.profiler trace is not moved onto gpuutil's clock.
+// clock (CLOCK_REALTIME) is put back when gpuutil stops or suspends, after
+// the final forced flush (records still inside CUPTI are stamped on the
+// session clock), so a later torch.profiler trace is not moved onto
+// gpuutil's clock.
 //
 // Coexistence: start() subscribes as "gpuutil" (cuptiSubscribe_v2) and
 // stop() unsubscribes. A subscriber that is an NVIDIA tool (Nsight
@@ -38,7 +53,14 @@
 // need the subscription. suspend()/resume() hand CUPTI to another activity
 // client (torch.profiler) and take it back; steps in between say so. A
 // buffer of another client that reaches gpuutil's completion callback is
-// counted and never touched.
+// counted and never touched. A client that takes CUPTI without telling
+// gpuutil (Kineto on-demand tracing, torch.profiler on another thread,
+// cuptiFinalize by TEARDOWN_CUPTI=1) is detected on the drain thread
+// (TakeoverWatch): the steps from then on carry cupti_taken_over and
+// gpu_collection_off, gpuutil touches nothing of that client's, and after a
+// cuptiFinalize (nobody holds CUPTI) it attaches again at the next step
+// boundary. attach() asks for per-thread buffers before registering
+// (Kineto resets PER_THREAD_ACTIVITY_BUFFER to 0 after each trace).
 //
 // Degrade, never break: start() returns "" when collecting, otherwise a
 // one-line reason (no driver, version mismatch, an NVIDIA tool attached,
@@ -57,16 +79,20 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "collectors/cupti/api_callbacks.h"
 #include "collectors/cupti/buffer_pool.h"
 #include "collectors/cupti/cupti_api.h"
 #include "collectors/cupti/launch_tracker.h"
 #include "collectors/cupti/record_decoder.h"
+#include "collectors/cupti/takeover_watch.h"
 #include "gpuutil/session.h"
 
 namespace gpuutil::cupti {
@@ -78,7 +104,17 @@ struct CuptiCollectorOptions {
   std::vector<std::string> library_dirs;  // e.g. the nvidia-cuda-cupti wheel's lib dir
   bool driver_api = true;                 // DRIVER-domain calls (cuLaunchKernel: Triton, NCCL, cuBLASLt)
   int drain_poll_ms = 5;                  // drain thread wake-up; flush cadence while a boundary waits
-  int64_t completion_wait_ns = 2'000'000'000;  // longest wait for launched work's records
+  // Longest time a *blocking* wait (flush_now, suspend, stop) waits for
+  // launched work's records; steps are never given up by wall time.
+  int64_t completion_wait_ns = 2'000'000'000;
+  size_t max_held_steps = 1000;            // step boundaries waiting for data before the oldest is reported incomplete
+  int64_t stuck_after_ns = 30'000'000'000;  // no device record this long while a launch waits: gpu_stuck
+  int max_flush_interval_ms = 200;         // flush back-off while flushes bring nothing
+  bool api_callbacks = true;                // learn calls at API exit (off: from API records, bounded by held buffers)
+  size_t buffer_max_records = 0;           // bufferRequested's maxNumRecords; 0: about 100 ms of records at the rate seen
+  // Buffers outstanding and none requested or completed for this long while
+  // flushing: taken over (TakeoverWatch). GPUUTIL_CUPTI_TAKEOVER_MS overrides.
+  int64_t takeover_quiet_ns = 10'000'000'000;
 };
 
 struct CuptiCounters {
@@ -94,6 +130,12 @@ struct CuptiCounters {
   uint64_t buffers_in_pool = 0;  // buffers the pool holds now (grown from buffer_count on demand)
   uint64_t runtime_cbids = 0;    // runtime API callback ids traced one by one (0: whole kind)
   uint64_t driver_cbids = 0;     // driver API callback ids traced one by one
+  uint64_t calls_learnt = 0;     // calls learnt at API exit (callback API)
+  uint64_t calls_dropped = 0;    // calls the callback ring had no room for
+  uint64_t flushes = 0;          // default flushes made while waiting
+  uint64_t steps_given_up = 0;   // times held steps were reported incomplete (a bound was hit)
+  uint64_t stuck = 0;            // launches named as stuck (gpu_stuck)
+  uint64_t takeovers = 0;        // times another client was found to have taken CUPTI (cupti_taken_over)
 };
 
 class CuptiCollector {
@@ -109,6 +151,8 @@ class CuptiCollector {
   std::string start(const std::string& suspended_why = "");
   bool running() const { return running_; }
   bool suspended() const { return suspended_; }
+  // Another client took CUPTI behind gpuutil's back (cupti_taken_over).
+  bool taken_over() const { return taken_over_.load(std::memory_order_acquire); }
   const std::string& library_path() const { return api_.path; }
 
   // Step boundary at t_ns (application thread, never a hot path): asks the
@@ -127,8 +171,12 @@ class CuptiCollector {
   // waits for launched work's records (bounded), disables what gpuutil
   // enabled, force-flushes every buffer back, restores CUPTI's default clock
   // and releases the subscription. Steps overlapping the suspension carry
-  // gpu_collection_suspended with `why`, from since_ns when given (the
-  // other client was found running only now, but may have started earlier).
+  // gpu_collection_suspended with `why`. With since_ns (the other client was
+  // found running only now, and may have started then), or after a takeover,
+  // the other client already set its kinds, per-id enables, clock and
+  // callbacks: gpuutil touches none of them (a disable, a forced flush or
+  // a clock change would strip or break its trace) and only marks the
+  // interval from since_ns and releases its own subscription.
   void suspend(const std::string& why, int64_t since_ns = INT64_MIN);
   // Takes CUPTI back after the other client stopped. "" or why not (then
   // collection stays suspended).
@@ -150,7 +198,17 @@ class CuptiCollector {
   void publish_counters();
   void do_flush(uint32_t flag);
   void update_complete_until(int64_t flush_start_ns);
+  void drain_calls();                          // drain thread: learnt calls -> tracker
+  void hold_steps_within_bounds(int64_t now);  // drain thread: held-steps and memory bounds
+  void watch_stuck(int64_t now);               // drain thread: gpu_stuck
+  void enable_callbacks();
+  void restore_clock();
+  std::string call_name(uint32_t id) const;
   void forced_flush_on_drain_thread();
+  void watch_takeover();        // drain thread, after a flush it made while waiting
+  void forget_other_clients(bool finalized);  // control path: what another client took or reset is not gpuutil's
+  void end_takeover(int64_t now_ns);           // closes the cupti_taken_over / gpu_collection_off intervals
+  int64_t clock_skew_ns() const;  // cuptiGetTimestamp - session clock (INT64_MIN: no probe)
   std::string subscribe();
   void unsubscribe();
   std::string attach();  // timestamp callback, buffer callbacks, kinds and API ids
@@ -162,6 +220,25 @@ class CuptiCollector {
   CuptiCollectorOptions options_;
   CuptiApi api_;
   CuptiRelease release_;
+  CallRoles roles_;
+  std::unique_ptr<CallRing> calls_;
+  std::atomic<bool> callbacks_on_{false};      // calls are learnt at API exit now
+  std::atomic<size_t> max_records_{64};      // maxNumRecords for the next buffer requests
+  std::atomic<uint64_t> calls_learnt_{0}, calls_dropped_{0};
+  uint64_t calls_dropped_published_ = 0;
+  // Drain thread: completeness state.
+  std::vector<std::string> call_names_;        // kernel names of learnt calls (id - 1)
+  std::unordered_map<std::string, uint32_t> call_name_ids_;
+  int64_t given_up_until_ns_ = INT64_MIN;      // steps ending before it were reported incomplete
+  uint64_t boundaries_seen_ = 0;               // step_boundary() calls (guarded by flush_mu_)
+  int64_t sized_at_ns_ = 0;                    // drain thread: the last buffer sizing (maxNumRecords)
+  uint64_t calls_at_sizing_ = 0, records_at_sizing_ = 0;
+  int64_t flush_interval_ns_ = 0;
+  uint64_t flushes_ = 0, steps_given_up_ = 0, stuck_count_ = 0;
+  uint64_t progress_records_ = 0;              // device records seen at the last progress check
+  int64_t progress_ns_ = INT64_MIN;            // when a device record last arrived
+  uint32_t stuck_corr_ = 0;                    // the launch named stuck now (0: none)
+  int64_t evicted_floor_ns_ = INT64_MAX;       // launches evicted by the memory bound began here
   std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<LaunchTracker> tracker_;
   std::unique_ptr<RecordDecoder> decoder_;
@@ -182,6 +259,17 @@ class CuptiCollector {
   uint64_t timeouts_ = 0;  // drain thread
   int64_t held_timeout_noted_ns_ = INT64_MIN;  // drain thread: the held buffer already counted
   int64_t last_flush_ns_ = INT64_MIN / 2;       // drain thread: when the last default flush began
+  CUptiResult last_flush_result_ = CUPTI_SUCCESS;  // drain thread (or stop() after it): the last flush's result
+  std::mutex watch_mu_;
+  std::unique_ptr<TakeoverWatch> watch_;          // guarded by watch_mu_ (drain thread observes, attach() resets)
+  std::atomic<int64_t> last_buffer_event_ns_{INT64_MIN};  // callbacks: latest buffer request or completion
+  std::atomic<bool> taken_over_{false};   // drain thread writes; control threads read
+  std::atomic<bool> reattach_{false};     // drain thread: callbacks gone (cuptiFinalize), attach again
+  std::atomic<bool> watching_{false};     // attached and not suspending or stopping: takeovers are looked for
+  std::atomic<int64_t> forget_calls_before_ns_{INT64_MIN};  // control -> drain: calls before went to another client
+  std::atomic<uint64_t> takeovers_{0};
+  bool marked_only_ = false;  // control: suspended without touching CUPTI (the other client already ran)
+  bool ask_per_thread_ = false;  // control: attach() asks for per-thread buffers (another client ran)
   sem_t wake_;
 
   // Requests from control threads to the drain thread.

@@ -28,26 +28,52 @@ void LaunchTracker::erase(std::map<uint32_t, Entry>::iterator it) {
 
 void LaunchTracker::evict_if_full() {
   while (entries_.size() > max_entries_) {
-    ++timed_out_;
+    ++evicted_;
+    evicted_latest_ns_ = std::max(evicted_latest_ns_, entries_.begin()->second.start_ns);
     erase(entries_.begin());
   }
 }
 
-void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread, bool graph) {
+void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread, bool graph, uint32_t context,
+                               uint32_t stream, uint32_t name) {
   if (captured(thread, start_ns)) return;  // recorded into a graph: nothing runs now
   const EarlyRecord early = early_[corr % kEarlySlots];
   const bool device_seen = early.correlation_id == corr && corr != 0;
   if (device_seen && !graph) return;  // its record is already here
+  const auto existing = entries_.find(corr);
+  if (existing != entries_.end()) {  // learnt twice (callback and API record): keep the earliest start
+    existing->second.start_ns = std::min(existing->second.start_ns, start_ns);
+    return;
+  }
   Entry& e = entries_[corr];
   e.start_ns = start_ns;
   e.thread = thread;
   e.graph = graph;
+  e.context = context;
+  e.stream = stream;
+  e.name = name;
+  if (graph) graphs_.push_back(corr);
   if (device_seen) {
     e.device_seen = true;
     e.streams.assign(1, early.stream);
-    graphs_.push_back(corr);
   }
   evict_if_full();
+}
+
+void LaunchTracker::on_host_call(uint32_t corr, int64_t start_ns, uint64_t thread) {
+  if (corr == 0 || api_seen_[corr % kEarlySlots] == corr) return;  // its record is already here
+  if (entries_.count(corr) != 0) return;
+  Entry& e = entries_[corr];
+  e.start_ns = start_ns;
+  e.thread = thread;
+  e.api_only = true;
+  evict_if_full();
+}
+
+void LaunchTracker::on_api_record(uint32_t corr) {
+  api_seen_[corr % kEarlySlots] = corr;
+  auto it = entries_.find(corr);
+  if (it != entries_.end() && it->second.api_only) entries_.erase(it);
 }
 
 void LaunchTracker::on_capture_begin(uint64_t thread, int64_t t_ns) {
@@ -68,8 +94,8 @@ void LaunchTracker::on_capture_end(uint64_t thread, int64_t t_ns) {
   } else {
     open->end_ns = t_ns;
   }
-  // Launches from this thread inside the capture were recorded before its
-  // end record arrived: they will never produce records.
+  // Launches from this thread inside the capture were learnt before its
+  // end: they will never produce records.
   const int64_t begin = open->begin_ns, end = open->end_ns;
   for (auto it = entries_.begin(); it != entries_.end();) {
     const Entry& e = it->second;
@@ -79,7 +105,8 @@ void LaunchTracker::on_capture_end(uint64_t thread, int64_t t_ns) {
   }
 }
 
-void LaunchTracker::on_device(uint32_t corr, uint32_t stream) {
+void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) {
+  ++device_records_;
   // Later work on a stream a graph ran on means the whole graph finished.
   for (size_t i = 0; i < graphs_.size();) {
     const uint32_t g = graphs_[i];
@@ -88,60 +115,87 @@ void LaunchTracker::on_device(uint32_t corr, uint32_t stream) {
       graphs_.erase(graphs_.begin() + static_cast<long>(i));
       continue;
     }
-    const auto& streams = it->second.streams;
-    if (g < corr && std::find(streams.begin(), streams.end(), stream) != streams.end()) {
+    const Entry& e = it->second;
+    const auto& streams = e.streams;
+    bool done = false;
+    if (g < corr) {
+      if (e.device_seen) {
+        done = std::find(streams.begin(), streams.end(), stream) != streams.end();
+      } else if (stale_graph_ids_) {
+        // No record of its own will come (CUPTI 13.0): later work of its
+        // context, on its stream when known, finished after it.
+        done = (e.context == 0 || context == 0 || e.context == context) &&
+               (e.stream == kUnknownStream || e.stream == stream);
+      } else {
+        done = e.stream != kUnknownStream && e.stream == stream;
+      }
+    }
+    if (done) {
       entries_.erase(it);
       graphs_.erase(graphs_.begin() + static_cast<long>(i));
     } else {
       ++i;
     }
   }
+  early_[corr % kEarlySlots] = {corr, stream};  // the call may be learnt later
   auto it = entries_.find(corr);
-  if (it == entries_.end()) {
-    early_[corr % kEarlySlots] = {corr, stream};  // the API record may still come
-    return;
-  }
+  if (it == entries_.end()) return;
   Entry& e = it->second;
   if (!e.graph) {
     entries_.erase(it);
     return;
   }
-  if (!e.device_seen) graphs_.push_back(corr);
   e.device_seen = true;
   if (std::find(e.streams.begin(), e.streams.end(), stream) == e.streams.end()) e.streams.push_back(stream);
 }
 
-void LaunchTracker::on_flush_drained(int64_t flush_start_ns) {
-  if (synced_until_ns_ == INT64_MIN || flush_start_ns < synced_until_ns_) return;
-  for (auto it = entries_.begin(); it != entries_.end();) {
-    auto next = std::next(it);
-    if (it->second.start_ns < synced_until_ns_) erase(it);
-    it = next;
+void LaunchTracker::on_device_sync(int64_t end_ns, uint32_t context) {
+  for (Sync& s : syncs_) {
+    if (s.context == context) {
+      s.end_ns = std::max(s.end_ns, end_ns);
+      return;
+    }
   }
+  syncs_.push_back({end_ns, context});
 }
 
-int64_t LaunchTracker::oldest_waiting_ns(int64_t now_ns, int64_t max_wait_ns) {
-  const int64_t stale_before = now_ns - max_wait_ns;
-  int64_t oldest = kNever;
-  int scanned = 0;
-  for (auto it = entries_.begin(); it != entries_.end() && scanned <= kWatermarkScan;) {
-    if (it->second.start_ns < stale_before) {
-      ++timed_out_;
-      auto next = std::next(it);
-      erase(it);
-      it = next;
+void LaunchTracker::on_flush_drained(int64_t flush_start_ns) {
+  for (auto s = syncs_.begin(); s != syncs_.end();) {
+    if (flush_start_ns < s->end_ns) {
+      ++s;
       continue;
     }
-    oldest = std::min(oldest, it->second.start_ns);
-    ++scanned;
-    ++it;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      auto next = std::next(it);
+      const Entry& e = it->second;
+      const bool same_context = s->context == 0 || e.context == 0 || e.context == s->context;
+      if (same_context && !e.api_only && e.start_ns < s->end_ns) erase(it);
+      it = next;
+    }
+    s = syncs_.erase(s);
   }
-  return oldest;
 }
 
-uint64_t LaunchTracker::take_timed_out() {
-  const uint64_t n = timed_out_;
-  timed_out_ = 0;
+LaunchTracker::Waiting LaunchTracker::oldest_waiting() const {
+  Waiting w;
+  int scanned = 0;
+  for (auto it = entries_.begin(); it != entries_.end() && scanned <= kWatermarkScan; ++it, ++scanned) {
+    if (it->second.start_ns < w.start_ns) {
+      w.correlation_id = it->first;
+      w.start_ns = it->second.start_ns;
+      w.context = it->second.context;
+      w.stream = it->second.stream;
+      w.name = it->second.name;
+    }
+  }
+  return w;
+}
+
+uint64_t LaunchTracker::take_evicted(int64_t* latest_start_ns) {
+  const uint64_t n = evicted_;
+  if (latest_start_ns != nullptr) *latest_start_ns = evicted_latest_ns_;
+  evicted_ = 0;
+  evicted_latest_ns_ = INT64_MIN;
   return n;
 }
 

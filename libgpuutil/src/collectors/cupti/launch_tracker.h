@@ -6,29 +6,38 @@
 // unfinished record (cupti_activity.h, cuptiActivityFlushAll). A host that
 // runs ahead of the GPU therefore ends step N long before step N's device
 // records arrive. The tracker remembers every API call that enqueues device
-// work (launches, graph launches, copies, memsets) until a device record
-// with its correlation id arrives, so the collector can say up to when its
-// data is complete: before the start of the oldest call still waiting.
+// work (launches, graph launches, copies, memsets), learnt at API exit from
+// the callback API (or from its API record when callbacks are unavailable),
+// until a device record with its correlation id arrives, so the collector
+// can say up to when its data is complete: before the start of the oldest
+// call still waiting.
 //
 // Rules:
 // - An ordinary launch or copy is done when one device record carries its
-//   correlation id (records may arrive before or after the API record).
+//   correlation id (records may arrive before or after the call is learnt).
+//   Calls that enqueue nothing are never added: failed calls, zero-byte
+//   copies (the collector filters them at API exit).
 // - A graph launch has many records with one correlation id and no count;
 //   it is done once a device record with a later correlation id arrives on a
 //   stream the graph ran on (CUDA orders later work on a stream behind the
-//   whole graph), or when the wait bound passes.
+//   whole graph). With CUPTI 13.0's stale graph correlation ids
+//   (stale_graph_ids) a graph launch may never see a record of its own: it is
+//   then done once a later-correlation record arrives in its context.
 // - Calls made during stream capture enqueue nothing: calls on a thread
-//   between its StreamBeginCapture and StreamEndCapture records are dropped.
+//   between its StreamBeginCapture and StreamEndCapture are dropped.
 // - A device-wide synchronisation (cudaDeviceSynchronize, cuCtxSynchronize)
-//   finishes all earlier work, and a default flush after it returns all its
-//   records (cupti_activity.h, cuptiActivityFlushAll): once such a flush was
-//   drained, everything enqueued before the sync is done (this is how the
-//   last graph of a run completes).
-// - Nothing waits forever: an entry older than the wait bound is given up
-//   (counted, see take_timed_out()); the table holds at most max_entries.
+//   finishes all earlier work of its context (device), and a default flush
+//   after it returns all its records (cupti_activity.h,
+//   cuptiActivityFlushAll): once such a flush was drained, everything
+//   enqueued in that context before the sync is done. A sync or a call of
+//   unknown context (0) applies to every context.
+// - Nothing is given up for lack of time: the collector decides, by steps
+//   and memory, when to stop waiting. The table holds at most max_entries;
+//   past that the oldest is evicted and counted (take_evicted()).
 //
-// Vendor-free: it sees correlation ids, times and flags decoded by
-// RecordDecoder. Contract: used by one thread (the collector's drain thread).
+// Vendor-free: it sees correlation ids, times, contexts and streams decoded
+// by RecordDecoder or the collector's API callback. Contract: used by one
+// thread (the collector's drain thread).
 #pragma once
 
 #include <cstddef>
@@ -40,30 +49,56 @@
 
 namespace gpuutil::cupti {
 
+constexpr uint32_t kUnknownStream = UINT32_MAX;
+
 class LaunchTracker {
  public:
   explicit LaunchTracker(size_t max_entries = size_t(1) << 20) : max_entries_(max_entries) {}
 
   // An API call that enqueues device work (kernel, graph, copy, memset).
-  void on_enqueue(uint32_t correlation_id, int64_t start_ns, uint64_t thread, bool graph);
+  // `context`: CUPTI's context id (0 unknown); `stream`: CUPTI's stream id
+  // (kUnknownStream); `name`: the caller's id of the kernel's name (0 none).
+  void on_enqueue(uint32_t correlation_id, int64_t start_ns, uint64_t thread, bool graph, uint32_t context = 0,
+                  uint32_t stream = kUnknownStream, uint32_t name = 0);
+  // A call learnt at API exit that enqueues nothing but whose API record the
+  // analysis uses (a stream or event sync, an event record): done once its
+  // API record arrived (on_api_record), which a held buffer may delay.
+  void on_host_call(uint32_t correlation_id, int64_t start_ns, uint64_t thread);
+  void on_api_record(uint32_t correlation_id);
   // Stream capture on `thread`: begin at t_ns, end at t_ns.
   void on_capture_begin(uint64_t thread, int64_t t_ns);
   void on_capture_end(uint64_t thread, int64_t t_ns);
   // A kernel, copy or memset record arrived.
-  void on_device(uint32_t correlation_id, uint32_t stream);
-  // A device-wide synchronisation call ended at end_ns.
-  void on_device_sync(int64_t end_ns) { synced_until_ns_ = std::max(synced_until_ns_, end_ns); }
+  void on_device(uint32_t correlation_id, uint32_t stream, uint32_t context = 0);
+  // A device-wide synchronisation of `context` (0: every context) ended at end_ns.
+  void on_device_sync(int64_t end_ns, uint32_t context = 0);
   // A default flush that began at flush_start_ns was drained: enqueues
   // before a sync that ended before it are done.
   void on_flush_drained(int64_t flush_start_ns);
+  // CUPTI 13.0 in a later activity session: graph records carry stale ids.
+  void set_stale_graph_ids(bool on) { stale_graph_ids_ = on; }
 
-  // The start of the oldest enqueue still waiting for its records (INT64_MAX
-  // when none). Entries older than now_ns - max_wait_ns are given up first.
-  int64_t oldest_waiting_ns(int64_t now_ns, int64_t max_wait_ns);
-  // Enqueues given up (waited past the bound, or evicted by the size bound)
-  // since the last call.
-  uint64_t take_timed_out();
+  struct Waiting {
+    uint32_t correlation_id = 0;
+    int64_t start_ns = INT64_MAX;  // INT64_MAX: nothing waits
+    uint32_t context = 0;
+    uint32_t stream = kUnknownStream;
+    uint32_t name = 0;
+  };
+  // The oldest enqueue still waiting for its records.
+  Waiting oldest_waiting() const;
+  int64_t oldest_waiting_ns() const { return oldest_waiting().start_ns; }
+  // Enqueues evicted by the size bound since the last call, and the latest
+  // start among them.
+  uint64_t take_evicted(int64_t* latest_start_ns = nullptr);
   size_t waiting() const { return entries_.size(); }
+  // Forgets every waiting call (their records go to another client now).
+  void clear() {
+    entries_.clear();
+    graphs_.clear();
+    syncs_.clear();
+  }
+  uint64_t device_records() const { return device_records_; }  // seen so far (progress)
 
  private:
   struct Entry {
@@ -71,30 +106,42 @@ class LaunchTracker {
     uint64_t thread = 0;
     bool device_seen = false;
     bool graph = false;
+    bool api_only = false;  // waits for its API record, not a device record
+    uint32_t context = 0;
+    uint32_t stream = kUnknownStream;
+    uint32_t name = 0;
     std::vector<uint32_t> streams;  // graphs: where its records ran
   };
   struct Capture {
     int64_t begin_ns;
     int64_t end_ns;  // INT64_MAX while open
   };
+  struct Sync {
+    int64_t end_ns;
+    uint32_t context;
+  };
   bool captured(uint64_t thread, int64_t t_ns) const;
   void erase(std::map<uint32_t, Entry>::iterator it);
   void evict_if_full();
 
   size_t max_entries_;
+  bool stale_graph_ids_ = false;
   std::map<uint32_t, Entry> entries_;  // by correlation id (CUPTI numbers calls in order)
-  std::vector<uint32_t> graphs_;        // correlation ids of graph entries with records
+  std::vector<uint32_t> graphs_;        // correlation ids of graph entries
   std::unordered_map<uint64_t, std::vector<Capture>> captures_;  // per thread, recent
-  // Device records that arrived before their API record (direct-mapped by
-  // correlation id; an older one is forgotten when its slot is reused).
+  std::vector<Sync> syncs_;             // device syncs not yet applied
+  // Device records that arrived before their call was learnt (direct-mapped
+  // by correlation id; an older one is forgotten when its slot is reused).
   struct EarlyRecord {
     uint32_t correlation_id = 0;
     uint32_t stream = 0;
   };
   static constexpr size_t kEarlySlots = 8192;
   std::vector<EarlyRecord> early_ = std::vector<EarlyRecord>(kEarlySlots);
-  uint64_t timed_out_ = 0;
-  int64_t synced_until_ns_ = INT64_MIN;
+  std::vector<uint32_t> api_seen_ = std::vector<uint32_t>(kEarlySlots);  // API records, the same way
+  uint64_t evicted_ = 0;
+  int64_t evicted_latest_ns_ = INT64_MIN;
+  uint64_t device_records_ = 0;
 };
 
 }  // namespace gpuutil::cupti

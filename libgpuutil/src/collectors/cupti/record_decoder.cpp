@@ -53,8 +53,8 @@ bool RecordDecoder::times_ok(uint64_t start, uint64_t end, const char* what) {
   return true;
 }
 
-void RecordDecoder::track_device(uint32_t correlation_id, uint32_t stream) {
-  if (tracker_ != nullptr) tracker_->on_device(correlation_id, stream);
+void RecordDecoder::track_device(uint32_t correlation_id, uint32_t stream, uint32_t context) {
+  if (tracker_ != nullptr) tracker_->on_device(correlation_id, stream, context);
 }
 
 const RecordDecoder::KernelName& RecordDecoder::kernel_name(const char* name) {
@@ -134,7 +134,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       a.shared_memory_bytes = clamp_u32(k->staticSharedMemory) + clamp_u32(k->dynamicSharedMemory);
       a.graph_id = k->graphId;
       if (a.graph_id != 0) ++stats_.graph_records;
-      track_device(k->correlationId, k->streamId);
+      track_device(k->correlationId, k->streamId, k->contextId);
       store(a);
       return;
     }
@@ -147,7 +147,19 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       a.direction = direction(m->copyKind);
       a.host_pageable = m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE || m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
       a.graph_id = m->graphId;
-      track_device(m->correlationId, m->streamId);
+      track_device(m->correlationId, m->streamId, m->contextId);
+      store(a);
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {  // peer-to-peer copies
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
+      if (!times_ok(m->start, m->end, "memcpy")) return;
+      DeviceActivity a = copy_placement(*m);
+      a.bytes = m->bytes;
+      a.kind = ActivityKind::kMemcpy;
+      a.direction = MemcpyDirection::kPeerToPeer;
+      a.graph_id = m->graphId;
+      track_device(m->correlationId, m->streamId, m->contextId);
       store(a);
       return;
     }
@@ -158,7 +170,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       a.bytes = m->bytes;
       a.kind = ActivityKind::kMemset;
       a.graph_id = m->graphId;
-      track_device(m->correlationId, m->streamId);
+      track_device(m->correlationId, m->streamId, m->contextId);
       store(a);
       return;
     }
@@ -177,13 +189,11 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       c.kind = n.cls.kind;
       c.sync = n.cls.sync;
       c.graph = n.cls.graph;
-      if (tracker_ != nullptr) {
+      if (tracker_ != nullptr && !learn_calls_) tracker_->on_api_record(r->correlationId);
+      if (tracker_ != nullptr && learn_calls_ && r->returnValue == 0) {  // a failed call enqueued nothing
         if (n.role.expects_record) tracker_->on_enqueue(r->correlationId, c.start_ns, r->threadId, n.role.graph_launch);
         if (n.role.capture == CaptureMark::kBegin) tracker_->on_capture_begin(r->threadId, c.start_ns);
         if (n.role.capture == CaptureMark::kEnd) tracker_->on_capture_end(r->threadId, c.end_ns);
-        if (c.kind == HostApiKind::kSynchronize && (c.sync == SyncKind::kDevice || c.sync == SyncKind::kContext)) {
-          tracker_->on_device_sync(c.end_ns);
-        }
       }
       session_.add_api_call(c);
       ++stats_.api_calls;
@@ -191,7 +201,15 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       if (c.end_ns > stats_.max_end_ns) stats_.max_end_ns = c.end_ns;
       return;
     }
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      // A context-wide sync finishes that context's (device's) earlier work.
+      const auto* y = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+      if (tracker_ != nullptr && y->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE && y->end != 0 &&
+          y->end <= uint64_t(INT64_MAX)) {
+        tracker_->on_device_sync(static_cast<int64_t>(y->end), y->contextId);
+      }
+      return;
+    }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:  // only while another client (Kineto) pushes ids
     case CUPTI_ACTIVITY_KIND_OVERHEAD:
       return;  // recognised; the host side is in the API records (see header)

@@ -1,7 +1,8 @@
 // Turns CUPTI activity records into the plain event model, once, at the edge.
 //
 // Decodes CUpti_ActivityKernel10 (CONCURRENT_KERNEL and KERNEL),
-// CUpti_ActivityMemcpy6, CUpti_ActivityMemset4, CUpti_ActivityAPI (RUNTIME
+// CUpti_ActivityMemcpy6, CUpti_ActivityMemcpyPtoP4 (MEMCPY2: peer copies),
+// CUpti_ActivityMemset4, CUpti_ActivityAPI (RUNTIME
 // and DRIVER; names via cuptiGetCallbackName, classified by classify_api),
 // and recognises SYNCHRONIZATION, EXTERNAL_CORRELATION and OVERHEAD records
 // (counted, no event: the synchronizing API call already carries the host
@@ -11,9 +12,12 @@
 // device had not finished with zero timestamps. NCCL kernels are marked
 // is_communication by is_communication_kernel().
 //
-// Every API call that enqueues device work, every device record and every
-// stream-capture mark also goes to the LaunchTracker, which tells the
-// collector when the records of launched work have all arrived.
+// Every device record, and every context-wide SYNCHRONIZATION record, also
+// goes to the LaunchTracker, which tells the collector when the records of
+// launched work have all arrived. API calls that enqueue device work and
+// stream-capture marks go there too unless the collector learns them at API
+// exit through the callback API (learn_calls_from_records(false)); a failed
+// call (returnValue != 0) enqueues nothing and is never tracked.
 //
 // Threads: API records carry CUPTI's thread id, (uint32_t)pthread_self() by
 // default; that is the session's thread key for every source
@@ -60,6 +64,9 @@ class RecordDecoder {
   void decode(const CUpti_Activity* record);
 
   const DecodeStats& stats() const { return stats_; }
+  // Whether API records tell the tracker about launches and captures (true
+  // until the collector's API callback does it).
+  void learn_calls_from_records(bool on) { learn_calls_ = on; }
 
  private:
   void store(const DeviceActivity& a);
@@ -77,13 +84,14 @@ class RecordDecoder {
   const ApiName& api_name(CUpti_CallbackDomain domain, uint32_t cbid);
   uint32_t thread(uint32_t tid);
   bool times_ok(uint64_t start, uint64_t end, const char* what);
-  void track_device(uint32_t correlation_id, uint32_t stream);
+  void track_device(uint32_t correlation_id, uint32_t stream, uint32_t context);
 
   const CuptiApi& api_;
   Session& session_;
   int64_t pid_;
   LaunchTracker* tracker_;
   bool os_tid_threads_;
+  bool learn_calls_ = true;
   DecodeStats stats_;
   std::unordered_map<const char*, KernelName> kernel_names_;
   std::unordered_map<uint64_t, ApiName> api_names_;

@@ -1,0 +1,94 @@
+// A bounded lock-free multi-producer multi-consumer ring (Vyukov's), the one
+// queue of the CUPTI collector's hot paths: the buffer pool's free and
+// completed buffers (buffer_pool.h) and the calls learnt at API exit
+// (api_callbacks.h).
+//
+// push() returns false only when the ring holds its capacity. A push that
+// meets a cell whose previous value is still being popped waits for that
+// pop to finish (a few instructions unless that thread was preempted). No
+// allocation after construction, no lock.
+//
+// Contract: push() and pop() from any thread, concurrently; T is trivially
+// copyable.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <type_traits>
+
+namespace gpuutil::cupti {
+
+template <class T>
+class MpmcRing {
+  static_assert(std::is_trivially_copyable_v<T>, "ring values are copied bytewise");
+
+ public:
+  // Room for at least `capacity` values (rounded up to a power of two).
+  explicit MpmcRing(size_t capacity) : cells_(new Cell[pow2_at_least(capacity)]), mask_(pow2_at_least(capacity) - 1) {
+    for (size_t i = 0; i <= mask_; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+  }
+
+  bool push(const T& v) {
+    size_t pos = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& c = cells_[pos & mask_];
+      const size_t seq = c.seq.load(std::memory_order_acquire);
+      const intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos);
+      if (dif == 0) {
+        if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          c.value = v;
+          c.seq.store(pos + 1, std::memory_order_release);
+          return true;
+        }
+      } else if (dif < 0) {
+        // Either really full, or the cell's previous value is being popped
+        // by a consumer that claimed it and has not released it yet.
+        if (pos - head_.load(std::memory_order_acquire) > mask_) return false;
+        std::this_thread::yield();
+        pos = tail_.load(std::memory_order_relaxed);
+      } else {
+        pos = tail_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  bool pop(T& v) {
+    size_t pos = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& c = cells_[pos & mask_];
+      const size_t seq = c.seq.load(std::memory_order_acquire);
+      const intptr_t dif = static_cast<intptr_t>(seq) - static_cast<intptr_t>(pos + 1);
+      if (dif == 0) {
+        if (head_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          v = c.value;
+          c.seq.store(pos + mask_ + 1, std::memory_order_release);
+          return true;
+        }
+      } else if (dif < 0) {
+        return false;  // empty
+      } else {
+        pos = head_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+ private:
+  static size_t pow2_at_least(size_t n) {
+    size_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+  }
+  struct Cell {
+    std::atomic<size_t> seq;
+    T value;
+  };
+  std::unique_ptr<Cell[]> cells_;
+  size_t mask_;
+  alignas(64) std::atomic<size_t> head_{0};
+  alignas(64) std::atomic<size_t> tail_{0};
+};
+
+}  // namespace gpuutil::cupti

@@ -1,0 +1,91 @@
+// Takeover detection from flush results, the clock probe and buffer traffic
+// (see takeover_watch.h).
+#include "collectors/cupti/takeover_watch.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace gpuutil::cupti {
+
+void TakeoverWatch::attached(int64_t now_ns, int64_t clock_skew_ns) {
+  attached_ns_ = now_ns;
+  clock_probe_usable_ = clock_skew_ns != INT64_MIN && std::llabs(clock_skew_ns) <= kClockMatchNs;
+  clock_baseline_ns_ = clock_probe_usable_ ? clock_skew_ns : 0;
+  last_progress_ns_ = now_ns;
+  quiet_observations_ = 0;
+  calls_at_progress_ = calls_seen_;
+  cause_ = TakeoverCause::kNone;
+  since_ns_ = taken_at_ns_ = INT64_MIN;
+  outstanding_at_take_ = 0;
+  skew_at_take_ns_ = 0;
+}
+
+TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
+  if (taken()) {
+    // Only silence can end: gpuutil's buffers flow again (a false alarm,
+    // e.g. a long kernel with the host blocked). Gone callbacks and another
+    // clock stay until gpuutil attaches again.
+    if (cause_ == TakeoverCause::kBuffersSilent && o.last_buffer_event_ns > taken_at_ns_) {
+      cause_ = TakeoverCause::kNone;
+      since_ns_ = taken_at_ns_ = INT64_MIN;
+      last_progress_ns_ = o.last_buffer_event_ns;
+      quiet_observations_ = 0;
+      return Change::kBack;
+    }
+    return Change::kNone;
+  }
+  const int64_t progress = std::max(attached_ns_, o.last_buffer_event_ns);
+  calls_seen_ = std::max(calls_seen_, o.calls_learnt);
+  if (progress > last_progress_ns_) {
+    last_progress_ns_ = progress;
+    quiet_observations_ = 0;
+    calls_at_progress_ = calls_seen_;
+  } else {
+    if (quiet_observations_++ == 0) quiet_first_ns_ = o.now_ns;
+  }
+  // Records are owed to gpuutil: buffers it handed out, or calls it saw made.
+  const bool owed = o.buffers_outstanding > 0 || calls_seen_ > calls_at_progress_;
+  TakeoverCause seen = TakeoverCause::kNone;
+  if (o.callbacks_missing) {
+    seen = TakeoverCause::kCallbacksGone;
+  } else if (clock_probe_usable_ && o.clock_skew_ns != INT64_MIN &&
+             std::llabs(o.clock_skew_ns - clock_baseline_ns_) > kClockJumpNs) {
+    seen = TakeoverCause::kClockReplaced;
+  } else if (owed && quiet_observations_ >= kMinQuietObservations && o.now_ns - last_progress_ns_ >= quiet_ns_ &&
+             o.now_ns - quiet_first_ns_ >= quiet_ns_ / 2) {
+    seen = TakeoverCause::kBuffersSilent;
+  }
+  if (seen == TakeoverCause::kNone) return Change::kNone;
+  cause_ = seen;
+  since_ns_ = last_progress_ns_;
+  taken_at_ns_ = o.now_ns;
+  outstanding_at_take_ = o.buffers_outstanding;
+  calls_at_take_ = calls_seen_ - calls_at_progress_;
+  skew_at_take_ns_ = o.clock_skew_ns == INT64_MIN ? 0 : o.clock_skew_ns - clock_baseline_ns_;
+  return Change::kTaken;
+}
+
+std::string TakeoverWatch::why() const {
+  switch (cause_) {
+    case TakeoverCause::kCallbacksGone:
+      return "a flush found no activity-buffer callbacks registered: another CUPTI client called cuptiFinalize "
+             "(Kineto does after a trace with TEARDOWN_CUPTI=1), dropping gpuutil's kinds, callbacks and held buffers";
+    case TakeoverCause::kClockReplaced:
+      return "cuptiGetTimestamp moved " + std::to_string(skew_at_take_ns_ / 1'000'000) +
+             " ms off gpuutil's clock: another CUPTI client registered its own timestamp callback (Kineto does when "
+             "it starts a trace: on-demand through dynolog with KINETO_USE_DAEMON, or torch.profiler started on "
+             "another thread) and took gpuutil's buffer callbacks";
+    case TakeoverCause::kBuffersSilent:
+      return "no activity buffer was requested from or completed to gpuutil for " +
+             std::to_string(quiet_ns_ / 1'000'000) + " ms while " + std::to_string(outstanding_at_take_) +
+             " were outstanding, " + std::to_string(calls_at_take_) +
+             " API calls were made and it kept flushing: another CUPTI client registered its own buffer callbacks "
+             "(Kineto on-demand tracing through dynolog with KINETO_USE_DAEMON, torch.profiler started on another "
+             "thread), or the GPU was stuck in one kernel with the host waiting for it";
+    case TakeoverCause::kNone:
+      break;
+  }
+  return "";
+}
+
+}  // namespace gpuutil::cupti

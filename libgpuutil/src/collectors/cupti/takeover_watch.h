@@ -1,0 +1,108 @@
+// Whether another CUPTI client took CUPTI from gpuutil without telling it,
+// judged only from what gpuutil can see.
+//
+// CUPTI has one pair of activity-buffer callbacks, one timestamp callback
+// and one set of enabled kinds per process. A client that starts behind
+// gpuutil's back (Kineto's on-demand tracing through dynolog with
+// KINETO_USE_DAEMON=1; torch.profiler started on another thread, which the
+// thread-local torch._C._autograd._profiler_enabled() does not show)
+// registers its own callbacks: gpuutil's outstanding buffers are completed
+// to that client, every new buffer is requested from it, and at its stop it
+// disables the kinds gpuutil enabled. Kineto also registers its own clock
+// (its TSC clock, libkineto CuptiTimestamp.cpp). Kineto with
+// TEARDOWN_CUPTI=1 calls cuptiFinalize after a trace, which forgets
+// gpuutil's callbacks, kinds, clock and held buffers. Either way nothing
+// reaches gpuutil again, and its steps would read as an idle GPU.
+//
+// The collector's drain thread tells the watch, after each flush it made
+// while waiting for data (observe()):
+//  - whether the flush found no buffer callbacks registered
+//    (CUPTI_ERROR_INVALID_OPERATION / NOT_INITIALIZED): callbacks gone;
+//  - cuptiGetTimestamp minus the session clock, when that probe matched the
+//    session clock right after gpuutil registered its clock (attached()): a
+//    jump of more than kClockJumpNs means another clock was registered;
+//  - buffer traffic: when gpuutil's buffers are outstanding, or it learnt
+//    API calls at their exit (the callback API on its subscription, which
+//    another client's buffer callbacks do not replace), and for quiet_ns no
+//    buffer was requested from or completed to gpuutil while it kept
+//    flushing (flushes spanning at least half of it: the drain thread may
+//    not have flushed for a long idle while), the records went to another client. A GPU stuck in one
+//    kernel that long with the host blocked looks the same: the reason says
+//    so, and a buffer coming back ends the takeover (kBack).
+// The takeover starts at the last buffer gpuutil saw requested or
+// completed (or its attach): records after that may have gone elsewhere.
+//
+// Pure: no CUPTI calls and no clock reads; the caller passes both in.
+// Contract: used by one thread (the drain thread) between attached() calls
+// made with the drain thread's knowledge (the collector's control path).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gpuutil::cupti {
+
+enum class TakeoverCause {
+  kNone,
+  kCallbacksGone,   // a flush found no buffer callbacks registered (cuptiFinalize)
+  kClockReplaced,   // cuptiGetTimestamp left the session clock (another client's clock, or CUPTI's again)
+  kBuffersSilent,   // buffers outstanding, none requested or completed for quiet_ns while flushing
+};
+
+struct TakeoverObservation {
+  int64_t now_ns = 0;                       // session clock
+  int64_t last_buffer_event_ns = INT64_MIN; // latest request or completion through gpuutil's callbacks
+  size_t buffers_outstanding = 0;           // gpuutil's buffers CUPTI holds (as far as gpuutil knows)
+  uint64_t calls_learnt = 0;                // API calls learnt at exit so far (0: no callback API)
+  bool callbacks_missing = false;           // the flush said no buffer callbacks are registered
+  int64_t clock_skew_ns = INT64_MIN;        // cuptiGetTimestamp - session clock; INT64_MIN: not probed
+};
+
+class TakeoverWatch {
+ public:
+  static constexpr int64_t kClockJumpNs = 1'000'000'000;
+  // The probe is usable when it read the session clock within this at attach.
+  static constexpr int64_t kClockMatchNs = 100'000'000;
+  static constexpr int kMinQuietObservations = 2;  // flushes after the last buffer event, spanning quiet_ns / 2
+
+  explicit TakeoverWatch(int64_t quiet_ns) : quiet_ns_(quiet_ns) {}
+
+  // gpuutil registered its callbacks and clock at now_ns; clock_skew_ns is
+  // cuptiGetTimestamp - session clock read right after (INT64_MIN: no
+  // probe). Clears any takeover.
+  void attached(int64_t now_ns, int64_t clock_skew_ns);
+
+  enum class Change { kNone, kTaken, kBack };
+  // One observation after a flush gpuutil made. kTaken once when a
+  // takeover is first seen, kBack once when buffers reach gpuutil again
+  // after a kBuffersSilent takeover.
+  Change observe(const TakeoverObservation& o);
+
+  bool taken() const { return cause_ != TakeoverCause::kNone; }
+  TakeoverCause cause() const { return cause_; }
+  // Where the takeover starts: the last buffer event or the attach before it.
+  int64_t since_ns() const { return since_ns_; }
+  // One line: what was seen and what it means.
+  std::string why() const;
+  int64_t quiet_ns() const { return quiet_ns_; }
+
+ private:
+  int64_t quiet_ns_;
+  int64_t attached_ns_ = INT64_MIN;
+  bool clock_probe_usable_ = false;
+  int64_t clock_baseline_ns_ = 0;
+  int64_t last_progress_ns_ = INT64_MIN;
+  int quiet_observations_ = 0;
+  int64_t quiet_first_ns_ = INT64_MIN;  // the first observation that found no buffer event
+  uint64_t calls_at_progress_ = 0;
+  uint64_t calls_seen_ = 0;
+  TakeoverCause cause_ = TakeoverCause::kNone;
+  int64_t since_ns_ = INT64_MIN;
+  int64_t taken_at_ns_ = INT64_MIN;
+  size_t outstanding_at_take_ = 0;
+  uint64_t calls_at_take_ = 0;
+  int64_t skew_at_take_ns_ = 0;
+};
+
+}  // namespace gpuutil::cupti

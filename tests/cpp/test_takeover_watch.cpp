@@ -1,0 +1,133 @@
+// TakeoverWatch (collectors/cupti/takeover_watch.h): when gpuutil may say
+// another CUPTI client took CUPTI behind its back, from when, and when it
+// must not (an idle GPU, one quiet flush, a probe that never matched).
+#include "collectors/cupti/takeover_watch.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuutil::cupti {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kQuiet = 300 * kMs;
+
+TakeoverObservation seen(int64_t now_ns, int64_t last_buffer_event_ns, size_t outstanding, int64_t skew_ns = 0) {
+  TakeoverObservation o;
+  o.now_ns = now_ns;
+  o.last_buffer_event_ns = last_buffer_event_ns;
+  o.buffers_outstanding = outstanding;
+  o.clock_skew_ns = skew_ns;
+  return o;
+}
+
+TEST(TakeoverWatch, BuffersOutstandingAndSilentWhileFlushingIsATakeoverFromTheLastBufferEvent) {
+  TakeoverWatch w(kQuiet);
+  w.attached(1000 * kMs, 0);
+  // A buffer was requested at 1010 ms; then nothing for 400 ms of flushing.
+  EXPECT_EQ(w.observe(seen(1020 * kMs, 1010 * kMs, 1)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(seen(1200 * kMs, 1010 * kMs, 1)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(seen(1300 * kMs, 1010 * kMs, 1)), TakeoverWatch::Change::kNone) << "only 290 ms quiet";
+  EXPECT_EQ(w.observe(seen(1400 * kMs, 1010 * kMs, 1)), TakeoverWatch::Change::kTaken);
+  EXPECT_TRUE(w.taken());
+  EXPECT_EQ(w.cause(), TakeoverCause::kBuffersSilent);
+  EXPECT_EQ(w.since_ns(), 1010 * kMs) << "records after the last buffer gpuutil saw may have gone elsewhere";
+  EXPECT_NE(w.why().find("300 ms while 1 were outstanding, 0 API calls"), std::string::npos) << w.why();
+  EXPECT_NE(w.why().find("stuck"), std::string::npos) << "the one other explanation is named: " << w.why();
+  EXPECT_EQ(w.observe(seen(1500 * kMs, 1010 * kMs, 1)), TakeoverWatch::Change::kNone) << "said once";
+}
+
+TEST(TakeoverWatch, AnIdleGpuWithNoBufferOutstandingIsNeverATakeover) {
+  TakeoverWatch w(kQuiet);
+  w.attached(0, 0);
+  for (int64_t t = 10; t < 5000; t += 100) {
+    EXPECT_EQ(w.observe(seen(t * kMs, INT64_MIN, 0)), TakeoverWatch::Change::kNone) << t;
+  }
+  EXPECT_FALSE(w.taken());
+}
+
+TEST(TakeoverWatch, CallsLearntAtExitWithNoBufferTrafficAreATakeoverWithNothingOutstanding) {
+  // The callback API on gpuutil's subscription still reports launches after
+  // another client took the buffer callbacks: records are owed to gpuutil.
+  TakeoverWatch w(kQuiet);
+  w.attached(0, 0);
+  TakeoverObservation o = seen(10 * kMs, 5 * kMs, 0);
+  o.calls_learnt = 40;
+  EXPECT_EQ(w.observe(o), TakeoverWatch::Change::kNone);
+  o.now_ns = 200 * kMs;
+  EXPECT_EQ(w.observe(o), TakeoverWatch::Change::kNone);
+  o.now_ns = 400 * kMs;
+  EXPECT_EQ(w.observe(o), TakeoverWatch::Change::kNone) << "no call since the last buffer event";
+  o.calls_learnt = 41;
+  o.now_ns = 500 * kMs;
+  ASSERT_EQ(w.observe(o), TakeoverWatch::Change::kTaken);
+  EXPECT_NE(w.why().find("0 were outstanding, 1 API calls"), std::string::npos) << w.why();
+}
+
+TEST(TakeoverWatch, FlushesAfterALongIdleGapMustSpanHalfTheQuietTimeAgain) {
+  // The drain thread flushes only while a step waits: after a long idle
+  // while, the silence before it proves nothing.
+  TakeoverWatch w(kQuiet);
+  w.attached(0, 0);
+  EXPECT_EQ(w.observe(seen(10 * kMs, 5 * kMs, 2)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(seen(5000 * kMs, 5 * kMs, 2)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(seen(5005 * kMs, 5 * kMs, 2)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(seen(5100 * kMs, 5 * kMs, 2)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(seen(5150 * kMs, 5 * kMs, 2)), TakeoverWatch::Change::kTaken);
+}
+
+TEST(TakeoverWatch, BuffersFlowingAgainEndASilentTakeover) {
+  // A GPU stuck in one kernel with the host blocked looks like a takeover
+  // until its buffer comes back.
+  TakeoverWatch w(kQuiet);
+  w.attached(0, 0);
+  w.observe(seen(10 * kMs, 5 * kMs, 1));
+  w.observe(seen(200 * kMs, 5 * kMs, 1));
+  ASSERT_EQ(w.observe(seen(400 * kMs, 5 * kMs, 1)), TakeoverWatch::Change::kTaken);
+  EXPECT_EQ(w.observe(seen(900 * kMs, 5 * kMs, 1)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(seen(1000 * kMs, 950 * kMs, 0)), TakeoverWatch::Change::kBack);
+  EXPECT_FALSE(w.taken());
+  EXPECT_EQ(w.observe(seen(1010 * kMs, 950 * kMs, 1)), TakeoverWatch::Change::kNone) << "quiet counts afresh";
+}
+
+TEST(TakeoverWatch, AFlushThatFindsNoCallbacksIsATakeoverAtOnceAndStaysUntilAttachedAgain) {
+  TakeoverWatch w(10'000 * kMs);
+  w.attached(100 * kMs, 0);
+  TakeoverObservation o = seen(150 * kMs, INT64_MIN, 0);
+  o.callbacks_missing = true;
+  ASSERT_EQ(w.observe(o), TakeoverWatch::Change::kTaken);
+  EXPECT_EQ(w.cause(), TakeoverCause::kCallbacksGone);
+  EXPECT_EQ(w.since_ns(), 100 * kMs) << "from the attach: nothing came through gpuutil's callbacks since";
+  EXPECT_NE(w.why().find("cuptiFinalize"), std::string::npos) << w.why();
+  EXPECT_NE(w.why().find("TEARDOWN_CUPTI=1"), std::string::npos) << w.why();
+  EXPECT_EQ(w.observe(seen(200 * kMs, 190 * kMs, 0)), TakeoverWatch::Change::kNone)
+      << "gone callbacks do not come back by themselves";
+  EXPECT_TRUE(w.taken());
+  w.attached(300 * kMs, 0);
+  EXPECT_FALSE(w.taken());
+}
+
+TEST(TakeoverWatch, CuptisClockLeavingTheSessionClockIsATakeoverAtOnce) {
+  // Kineto registers its own (TSC) clock when it starts a trace.
+  TakeoverWatch w(10'000 * kMs);
+  w.attached(0, 20'000);  // the probe read the session clock (20 us apart)
+  EXPECT_EQ(w.observe(seen(10 * kMs, 5 * kMs, 0, 500'000)), TakeoverWatch::Change::kNone) << "0.5 ms: jitter";
+  ASSERT_EQ(w.observe(seen(20 * kMs, 5 * kMs, 0, int64_t(1'700'000'000) * 1'000'000'000)),
+            TakeoverWatch::Change::kTaken);
+  EXPECT_EQ(w.cause(), TakeoverCause::kClockReplaced);
+  EXPECT_EQ(w.since_ns(), 5 * kMs);
+  EXPECT_NE(w.why().find("KINETO_USE_DAEMON"), std::string::npos) << w.why();
+}
+
+TEST(TakeoverWatch, AClockProbeThatDidNotMatchAtAttachIsIgnored) {
+  // A CUPTI whose cuptiGetTimestamp does not follow the registered clock
+  // tells nothing: the probe is off, never a false takeover.
+  TakeoverWatch w(10'000 * kMs);
+  w.attached(0, int64_t(1'700'000'000) * 1'000'000'000);
+  EXPECT_EQ(w.observe(seen(10 * kMs, 5 * kMs, 0, 5)), TakeoverWatch::Change::kNone);
+  TakeoverWatch none(10'000 * kMs);
+  none.attached(0, INT64_MIN);  // no cuptiGetTimestamp
+  EXPECT_EQ(none.observe(seen(10 * kMs, 5 * kMs, 0, int64_t(1) << 60)), TakeoverWatch::Change::kNone);
+}
+
+}  // namespace
+}  // namespace gpuutil::cupti
