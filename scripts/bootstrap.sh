@@ -77,6 +77,7 @@ with_progress "building gpuutil" $PY -m pip install -q --no-build-isolation --no
   -Ccmake.define.GPUUTIL_VENDORED_DEPS=OFF \
   -Ccmake.define.GPUUTIL_LIBDEFLATE=ON \
   -Ccmake.define.GPUUTIL_BUILD_BENCHMARKS=$tests \
+  -Ccmake.define.GPUUTIL_BUILD_GPU_CHECK=$tests \
   -Ccmake.define.CMAKE_EXPORT_COMPILE_COMMANDS=ON \
   .
 

@@ -61,3 +61,16 @@ def test_bootstrap_names_each_stage_without_a_failing_substitution() -> None:
     # exit 1 and no message.
     text = (REPO / "scripts" / "bootstrap.sh").read_text()
     assert not re.search(r"\$\(\s*\[[^)]*\]\s*&&", text), "a $( [ ... ] && ... ) substitution fails under set -e"
+
+
+def test_bootstrap_sets_every_build_option_whose_default_follows_another() -> None:
+    # CMake caches an option's default at the first configure: a fresh
+    # clone's demo (tests and benchmarks off) left GPUUTIL_BUILD_GPU_CHECK
+    # off for the scripts/test.sh that followed, and the GPU check's tests
+    # failed. Every option defaulting to another option's value is passed.
+    cmake = (REPO / "CMakeLists.txt").read_text()
+    derived = re.findall(r'option\((GPUUTIL_BUILD_\w+)\s+"[^"]*"\s+\$\{(GPUUTIL_BUILD_\w+)\}\)', cmake)
+    assert ("GPUUTIL_BUILD_GPU_CHECK", "GPUUTIL_BUILD_BENCHMARKS") in derived, derived
+    text = (REPO / "scripts" / "bootstrap.sh").read_text()
+    for option, _ in derived:
+        assert f"-Ccmake.define.{option}=" in text, option
