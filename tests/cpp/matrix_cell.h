@@ -31,13 +31,6 @@ inline constexpr const char* kIssue27HeldEmptyBuffer =
     "so every report and stop() waits out completion_wait_ns (2 s) and counts cupti_completion_timeout; fixed by "
     "the completeness work";
 
-// seal=0 with device records reserved in the buffer being written.
-inline constexpr const char* kIssue27UnsealedBuffer =
-    "issue 27: a default flush that does not seal leaves the buffer holding the running kernels open, so while the "
-    "GPU never idles CUPTI never returns it; after completion_wait_ns the collector gives the held buffer up "
-    "(cupti_collector.cpp:353-362) and launch tracking too (launch_tracker.cpp:123-140), and reports the steps "
-    "without their kernels (0 compute), the records counted late at stop; fixed by the completeness work";
-
 class MatrixTest : public ::testing::TestWithParam<fake_cupti_matrix> {
  protected:
   void SetUp() override {
