@@ -42,6 +42,7 @@ void bind_live(py::module_& m);     // live_bindings.cpp
 void bind_torch_hook(py::module_& m);  // torch_hook_bindings.cpp
 void bind_cluster(py::module_& m);     // cluster_bindings.cpp
 void bind_step_path(py::module_& m);   // step_path_bindings.cpp
+void bind_analyze_rank(py::module_& m);  // analyze_rank_bindings.cpp
 
 namespace {
 
@@ -142,6 +143,7 @@ PYBIND11_MODULE(_core, m, py::mod_gil_not_used()) {
   bind_torch_hook(m);
   bind_cluster(m);
   bind_step_path(m);
+  bind_analyze_rank(m);
   m.def("version", []() { return std::string(GPUUTIL_VERSION); }, "The gpuutil library version.");
   m.def("report_schema", []() { return std::string(gpuutil::kReportSchema); },
         "The JSON report schema id, e.g. 'gpuutil.report/1'.");

@@ -8,6 +8,7 @@ Public API (importing gpuutil never requires torch)::
     import gpuutil
     report = gpuutil.analyze("trace.json.gz")          # dict, schema gpuutil.report/1
     report = gpuutil.analyze(["rank0.json.gz", "rank1.json.gz"], flops_per_step=3.1e12)
+    report = gpuutil.analyze_ranks("s3://bucket/job/", executor="dask")  # thousands of ranks
 
     with gpuutil.profile(output="steps.jsonl") as prof:   # live, per step
         for batch in loader:
@@ -35,6 +36,7 @@ _LAZY = {
     "__version__": "_api",
     "analyze": "_api",
     "analyze_json": "_api",
+    "analyze_ranks": "fanout",
     "format": "_format",
     "Profile": "_profile",
     "profile": "_profile",
@@ -49,6 +51,7 @@ __all__ = [
     "__version__",
     "analyze",
     "analyze_json",
+    "analyze_ranks",
     "format",
     "Profile",
     "profile",

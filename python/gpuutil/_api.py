@@ -129,6 +129,7 @@ def analyze(
     peak_tflops: Optional[float] = None,
     max_memory: Union[int, str, None] = None,
     progress: bool = False,
+    **fanout: Any,
 ) -> Dict[str, Any]:
     """Analyse PyTorch profiler / Kineto trace file(s) into a step report.
 
@@ -150,6 +151,13 @@ def analyze(
             that would exceed it raises TraceError naming the budget.
         progress: print a line on stderr while waiting for an input (a
             FIFO's writer, standard input's first byte).
+        **fanout: the options of :func:`gpuutil.analyze_ranks` (executor,
+            jobs, scheduler, address, on_error, rank_from_name,
+            world_size, ranks_out, storage_options). When one is given, an
+            input is a URL or a glob pattern, or there are more than 8
+            trace files, the ranks are analysed by the fan-out and the
+            result is its cluster report (docs/distributed.md, "Offline, at
+            scale").
 
     Returns:
         The report as a dict following schema :data:`REPORT_SCHEMA`
@@ -163,6 +171,18 @@ def analyze(
     The GIL is released while the C++ core works, so other Python threads
     keep running.
     """
+    from gpuutil.fanout._run import FANOUT_OPTIONS, run_fanout, wants_fanout
+
+    unknown = sorted(set(fanout) - set(FANOUT_OPTIONS))
+    if unknown:
+        raise TypeError(f"analyze() got an unexpected keyword argument {unknown[0]!r}")
+    paths = _paths(path_or_paths)
+    if wants_fanout(paths, fanout):
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+        return run_fanout(paths, progress=bool(progress), flops_per_step=_positive("flops_per_step", flops_per_step),
+                          dtype=dtype, peak_tflops=_positive("peak_tflops", peak_tflops),
+                          max_memory_bytes=_max_memory(max_memory), **fanout)
     text = analyze_json(
         path_or_paths, flops_per_step=flops_per_step, dtype=dtype, peak_tflops=peak_tflops,
         max_memory=max_memory, progress=progress,

@@ -10,12 +10,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Callable, List
 
-if TYPE_CHECKING:  # pragma: no cover
-    from gpuutil._profile import Profile
+if TYPE_CHECKING:  # pragma: no cover - _collectors imports this module
+    from gpuutil._collectors import CollectorHandle
 
 
 # -- the built-in collectors, tried in this order at start ---------------------
-def _torch_collector(prof: Profile):  # type: ignore[no-untyped-def]
+def _torch_collector(prof: "CollectorHandle"):  # type: ignore[no-untyped-def]
     # The PyTorch hook attaches only when the program already imported torch:
     # `import gpuutil` itself never imports it.
     if "torch" not in sys.modules:
@@ -25,7 +25,7 @@ def _torch_collector(prof: Profile):  # type: ignore[no-untyped-def]
     return TorchCollector(prof)
 
 
-def _cluster_collector(prof: Profile):  # type: ignore[no-untyped-def]
+def _cluster_collector(prof: "CollectorHandle"):  # type: ignore[no-untyped-def]
     # The cross-rank view needs torch.distributed; like the PyTorch hook it
     # attaches only when the program imported torch (docs/distributed.md).
     if "torch" not in sys.modules or not prof.cluster_options["enabled"]:
@@ -36,8 +36,8 @@ def _cluster_collector(prof: Profile):  # type: ignore[no-untyped-def]
     return ClusterCollector(prof, interval_ms=o["interval_ms"], timeout_s=o["timeout_s"], leader=o["leader"])
 
 
-def builtin_factories() -> "List[Callable[[Profile], Any]]":
-    out: "List[Callable[[Profile], Any]]" = []
+def builtin_factories() -> "List[Callable[[CollectorHandle], Any]]":
+    out: "List[Callable[[CollectorHandle], Any]]" = []
     try:  # live CUPTI and NVTX collectors; gpuutil stays usable (host-only) without them
         from gpuutil import _live
     except ImportError:  # pragma: no cover - a build without live_bindings

@@ -72,7 +72,11 @@ def _export(args: "argparse.Namespace") -> int:
         elif args.format == "html":
             from gpuutil.export import html
 
-            out = html.render_html(_reports_of(paths), title=f"gpuutil report: {os.path.basename(paths[0])}")
+            from gpuutil.fanout._output import read_cluster_report
+
+            fanned = read_cluster_report(paths[0]) if len(paths) == 1 and not _streamed(paths[0]) else None
+            out = html.render_html([fanned] if fanned is not None else _reports_of(paths),
+                                   title=f"gpuutil report: {os.path.basename(paths[0])}")
         else:
             from gpuutil.export import prometheus
 

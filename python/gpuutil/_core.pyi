@@ -16,6 +16,17 @@ def analyze_files(
 ) -> str:
     """Import and analyse trace files (one per rank; '-' is standard input); the gpuutil.report/1 JSON text."""
 
+def analyze_rank(
+    name: str,
+    data: Optional[bytes] = None,
+    rank: Optional[int] = None,
+    flops_per_step: Optional[float] = None,
+    dtype: str = "bf16",
+    peak_tflops: Optional[float] = None,
+    max_memory_bytes: Optional[int] = None,
+) -> Tuple[int, int, bytes, bytes]:
+    """One rank's trace (the file `name`, or `data`) analysed alone: (rank, steps, batch_json, summary_json)."""
+
 def parse_memory_size(text: str) -> int:
     """Bytes of a memory size such as '512M', '2G' or 'unlimited' (0); ValueError otherwise."""
 

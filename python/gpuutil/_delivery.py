@@ -31,7 +31,7 @@ class ReportDelivery:
         for c in self._collectors:
             before = getattr(c, "before_report", None)
             if before is not None:
-                before(self)
+                before(self._handle)
         if now is not None:
             complete = now
             for c in self._collectors:
@@ -53,7 +53,7 @@ class ReportDelivery:
             after = getattr(c, "after_report", None)
             if after is not None:
                 try:
-                    after(self, final)
+                    after(self._handle, final)
                 except Exception as e:  # noqa: BLE001 - never into the training loop
                     self._session.count("collector_failed", 1, f"{c.name}: {type(e).__name__}: {e}")
         if self._running:
@@ -164,7 +164,8 @@ class ReportDelivery:
             "steps_wall_ns": totals["steps_wall_ns"],
             "outside_steps_ns": totals["outside_steps_ns"],
             # What the outside time was, where known (automatic steps carve
-            # evaluation and checkpoints out; compile warm-up steps).
+            # evaluation and checkpoints out; compile warm-up steps; steps
+            # reported incomplete, kept out of the run's figures).
             "outside_steps_breakdown_ns": totals["outside_steps_breakdown_ns"],
             "devices": totals["devices"],
             "findings": findings,
@@ -180,6 +181,8 @@ class ReportDelivery:
         }
         if totals["compile_warmup_steps"]:
             out["compile_warmup_steps"] = totals["compile_warmup_steps"]
+        if totals.get("incomplete_steps"):
+            out["incomplete_steps"] = totals["incomplete_steps"]
         if self._path.optimizers_per_iteration:
             # Several optimizers per iteration (a GAN): one automatic step per iteration.
             out["optimizers_per_iteration"] = self._path.optimizers_per_iteration

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING, Any, List, Optional
 
 from gpuutil import _core
 from gpuutil._nvtx_env import NVTX_LIBRARY, claim_nvtx_injection
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuutil._profile import Profile
+    from gpuutil._collectors import CollectorHandle
 
 claim_nvtx_injection()  # also done by `import gpuutil`; here for direct imports
 
@@ -81,20 +82,24 @@ class CuptiCollector:
     max_held_steps = 1000
     stuck_after_ms = 30000
 
-    def __init__(self, prof: "Profile") -> None:
+    def __init__(self, prof: "CollectorHandle") -> None:
         self._live = _core.LiveCollector(
-            prof._session,
+            prof.session,
             library_dirs=cupti_wheel_dirs(),
             completion_wait_ms=self.completion_wait_ms,
             max_held_steps=self.max_held_steps,
             stuck_after_ms=self.stuck_after_ms,
         )
         self._complete_until: Optional[int] = None
+        # The C++ control calls are serialised by the caller: the guard may
+        # suspend or resume from the thread a torch.profiler runs on while
+        # the training thread reaches a step boundary.
+        self._control = threading.Lock()
         self._guard: Any = None
         self._torch_hook: Any = None  # installs the guard once the program imports torch
         self._last_boundary_ns: Optional[int] = None
 
-    def start(self, prof: "Profile") -> Optional[str]:
+    def start(self, prof: "CollectorHandle") -> Optional[str]:
         if os.environ.get("GPUUTIL_CUPTI", "").lower() in ("0", "off", "false", "no"):
             return "CUPTI: disabled by GPUUTIL_CUPTI=off"
         suspended_why = ""
@@ -102,7 +107,7 @@ class CuptiCollector:
         if "torch" in sys.modules:
             from gpuutil.torch import _profiler_guard
 
-            guard = _profiler_guard.ProfilerGuard(self._live.suspend, self._live.resume)
+            guard = _profiler_guard.ProfilerGuard(self._suspend, self._resume)
             # A profiler already on: gpuutil waits only for one that takes CUPTI.
             suspended_why = guard.adopt_running()
         why = self._live.start(suspended_why)
@@ -124,26 +129,36 @@ class CuptiCollector:
         thread): nothing of it can be running yet."""
         from gpuutil.torch import _profiler_guard
 
-        guard = _profiler_guard.ProfilerGuard(self._live.suspend, self._live.resume)
+        guard = _profiler_guard.ProfilerGuard(self._suspend, self._resume)
         guard.install()
         self._guard = guard
 
-    def on_step_end(self, prof: "Profile") -> None:
+    def _suspend(self, why: str, since_ns: Optional[int] = None) -> None:
+        with self._control:
+            self._live.suspend(why, since_ns)
+
+    def _resume(self) -> str:
+        with self._control:
+            return self._live.resume()
+
+    def on_step_end(self, prof: "CollectorHandle") -> None:
         now = _core.now_ns()
         if self._guard is not None:
             self._guard.on_step_boundary(self._last_boundary_ns)
         self._last_boundary_ns = now
-        self._complete_until = self._live.step_boundary(now)
+        with self._control:
+            self._complete_until = self._live.step_boundary(now)
 
     def complete_until_ns(self) -> Optional[int]:
         return self._complete_until
 
     def wait_complete(self, t_ns: int) -> Optional[int]:
         """Blocks until every launch before ``t_ns`` has its device record (bounded)."""
-        self._complete_until = self._live.wait_complete(t_ns, self.completion_wait_ms)
+        with self._control:
+            self._complete_until = self._live.wait_complete(t_ns, self.completion_wait_ms)
         return self._complete_until
 
-    def stop(self, prof: "Profile") -> None:
+    def stop(self, prof: "CollectorHandle") -> None:
         if self._torch_hook is not None:
             self._torch_hook.remove()
             self._torch_hook = None
@@ -155,7 +170,8 @@ class CuptiCollector:
             from gpuutil.torch import _profiler_guard
 
             _profiler_guard.synchronize_used_devices()
-        self._live.stop()
+        with self._control:
+            self._live.stop()
         self._complete_until = None
 
     def counters(self) -> dict:
@@ -169,10 +185,10 @@ class NvtxCollector:
     per_step = False  # drained before each report batch (its own thread keeps the rings from overflowing)
     collects_gpu = False
 
-    def __init__(self, prof: "Profile") -> None:
-        self._live = _core.LiveCollector(prof._session, gpu=False, nvtx=True, nvtx_library=NVTX_LIBRARY)
+    def __init__(self, prof: "CollectorHandle") -> None:
+        self._live = _core.LiveCollector(prof.session, gpu=False, nvtx=True, nvtx_library=NVTX_LIBRARY)
 
-    def start(self, prof: "Profile") -> Optional[str]:
+    def start(self, prof: "CollectorHandle") -> Optional[str]:
         self._live.start()  # never fails the profile: the reason is nvtx_off, counted per step
         return None
 
@@ -180,27 +196,27 @@ class NvtxCollector:
     def off_reason(self) -> str:
         return self._live.nvtx_off
 
-    def on_step_end(self, prof: "Profile") -> None:
+    def on_step_end(self, prof: "CollectorHandle") -> None:
         pass  # the drain thread keeps the rings from overflowing between reports
 
-    def before_report(self, prof: "Profile") -> None:
+    def before_report(self, prof: "CollectorHandle") -> None:
         # Every range recorded so far reaches the session before it analyses.
         self._live.step_boundary(_core.now_ns())
 
     def complete_until_ns(self) -> Optional[int]:
         return None
 
-    def stop(self, prof: "Profile") -> None:
+    def stop(self, prof: "CollectorHandle") -> None:
         self._live.stop()
 
     def counters(self) -> dict:
         return self._live.counters()
 
 
-def _factory(prof: "Profile") -> Optional[CuptiCollector]:
+def _factory(prof: "CollectorHandle") -> Optional[CuptiCollector]:
     return CuptiCollector(prof)
 
 
-def _nvtx_factory(prof: "Profile") -> Optional[NvtxCollector]:
+def _nvtx_factory(prof: "CollectorHandle") -> Optional[NvtxCollector]:
     return NvtxCollector(prof)
 

@@ -119,8 +119,9 @@ def merge_reports(records: "List[Dict[str, Any]]") -> "Dict[str, Any]":
     summary = {
         "steps": len(steps),
         "steps_wall_ns": wall_total,
-        "trace_span_ns": wall_total + totals["outside_steps_ns"] - totals.get("outside_steps_breakdown_ns", {}).get(
-            "compile_warmup", 0),
+        # Warm-up and incomplete steps are in both wall_total and the outside time.
+        "trace_span_ns": wall_total + totals["outside_steps_ns"] - sum(
+            totals.get("outside_steps_breakdown_ns", {}).get(k, 0) for k in ("compile_warmup", "incomplete")),
         "outside_steps_ns": totals["outside_steps_ns"],
         "step_wall_p50_ns": walls[(len(walls) - 1) // 2] if walls else None,
         "devices": list(devices.values()),

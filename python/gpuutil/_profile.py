@@ -44,7 +44,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from gpuutil import _collectors, _core, _process
-from gpuutil._collectors import NO_GPU_COLLECTOR_REASON, Collector, register_collector  # noqa: F401 - re-exported
+from gpuutil._collectors import NO_GPU_COLLECTOR_REASON, Collector, CollectorHandle, register_collector  # noqa: F401 - re-exported
 from gpuutil._delivery import ReportDelivery, ReportList, ReportStore, sinks_of  # noqa: F401 - ReportList re-exported
 from gpuutil._detail import check_detail
 from gpuutil._process import native_id, thread_key  # noqa: F401 - thread_key re-exported
@@ -139,8 +139,8 @@ class Profile(StepMarking, ReportDelivery):
         self._sink_failure_example = ""
         self._collectors: List[Collector] = []
         self._off_reasons: List[str] = []
-        self._per_step: "tuple[Callable[[Profile], None], ...]" = ()
-        self._wakes: "tuple[Callable[[Profile], int], ...]" = ()
+        self._per_step: "tuple[Callable[[CollectorHandle], None], ...]" = ()
+        self._wakes: "tuple[Callable[[CollectorHandle], int], ...]" = ()
         self._running = False
         #: How step boundaries were found: "user" (prof.step()),
         #: "optimizer_step" (automatic, from optimizer step hooks) or None.
@@ -157,6 +157,20 @@ class Profile(StepMarking, ReportDelivery):
         self._report_owner: Optional[int] = None
         self._flush_pending = False
         self.thread = self._session.thread_index(os.getpid(), thread_key(), "main", os_tid=native_id())
+        # What collectors are given instead of this Profile (gpuutil._collectors).
+        self._handle = CollectorHandle(
+            session=self._session,
+            path=self._path,
+            rank=self.rank,
+            world_size=self.world_size,
+            detail=self.detail,
+            flops_mode=self.flops_mode,
+            cluster_options=self.cluster_options,
+            step_diagnostics=self.step_diagnostics,
+            boundary_callbacks=(self._on_due, self.auto_step_boundary),
+            set_measured_flops=self.set_measured_flops,
+            emit_cluster=self._emit_cluster,
+        )
 
     # -- lifecycle -----------------------------------------------------
     def start(self) -> "Profile":
@@ -172,10 +186,10 @@ class Profile(StepMarking, ReportDelivery):
             # A collector that fails to set up must not stop the training
             # job: it is reported like one that cannot run.
             try:
-                collector = factory(self)
+                collector = factory(self._handle)
                 if collector is None:
                     continue
-                reason = collector.start(self)
+                reason = collector.start(self._handle)
             except Exception as e:  # noqa: BLE001 - reported, not raised
                 name = getattr(factory, "__module__", "collector")
                 self._off_reasons.append(f"{name}: failed to start: {type(e).__name__}: {e}")
@@ -236,7 +250,7 @@ class Profile(StepMarking, ReportDelivery):
                 # gpuutil's own stop, is outside steps.
                 self._path.finish_auto(_core.now_ns())
             for c in self._collectors:
-                c.stop(self)
+                c.stop(self._handle)
             self._path.unreported = False
             self._deliver(self._session.finish(_core.now_ns()))
             self._after_report(final=True)

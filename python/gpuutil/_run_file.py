@@ -156,6 +156,9 @@ def read_reports(path: str, *, cluster_records: bool = False,
             if cluster_records:
                 out.append(r)
             continue
+        if r.get("kind") == "cluster" and _is_step_report(r):
+            raise RunError(f"cannot read {path}: a cluster report (many ranks' summaries, no steps): "
+                           "`gpuutil export html` renders it; analyse or compare the rank traces themselves")
         if not _is_step_report(r) or not isinstance(r.get("steps"), list):
             raise RunError(f"cannot read {path}: not a gpuutil report (no 'schema: gpuutil.report/N' with steps)")
         try:

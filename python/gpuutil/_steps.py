@@ -111,8 +111,9 @@ class StepMarking:
         """A boundary at ``now`` at which this side is due (the step path
         said so): the collectors' per-step work, then, if ``report``, a
         report batch (``report_interval_ms`` has passed since the last)."""
+        handle = self._handle
         for on_step_end in self._per_step:
-            on_step_end(self)
+            on_step_end(handle)
         if report:
             with self._reporting():
                 self._collect(now)
@@ -125,7 +126,7 @@ class StepMarking:
             return
         k = 1 << 40
         for wake in self._wakes:
-            k = 1 if wake is None else min(k, wake(self))
+            k = 1 if wake is None else min(k, wake(self._handle))
             if k <= 1:
                 break
         self._path.wake_in(k)

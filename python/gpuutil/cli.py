@@ -105,6 +105,9 @@ def build_parser(only: "Optional[str]" = None) -> "argparse.ArgumentParser":
                      help="tokens the whole job processes per step")
     fin.add_argument("--quality", type=_unit_float, default=None, metavar="Q",
                      help="fraction of useful output, 0-1, for OEE = availability x performance x quality")
+    from gpuutil.fanout import _cli as fanout_cli
+
+    fanout_cli.add_arguments(a)
     if only is None:
         from gpuutil import _cli_commands
 
@@ -175,6 +178,11 @@ def _analyze(args: "argparse.Namespace") -> int:
     paths = [os.fsdecode(p) for p in args.traces]
     if paths.count("-") > 1:
         return _error("standard input (-) can be given once", 2)
+    from gpuutil.fanout import _cli as fanout_cli
+    from gpuutil.fanout._run import wants_fanout
+
+    if wants_fanout(paths, fanout_cli.options_of(args)):  # URLs, globs, many ranks (docs/distributed.md)
+        return fanout_cli.run(args, paths)
     as_json = args.json or args.indent is not None
     try:
         own = None if any(_streamed(p) for p in paths) else _own_reports(paths)
@@ -261,6 +269,9 @@ def _fast_analyze_args(raw: "Sequence[str]") -> "Optional[Any]":
         "command": "analyze", "traces": [], "json": False, "indent": None, "flops_per_step": None,
         "dtype": "bf16", "peak_tflops": None, "output": None, "max_memory": None, "usd_per_gpu_hour": None,
         "samples_per_step": None, "tokens_per_step": None, "quality": None,
+        # the fan-out's options (gpuutil.fanout._cli), not taken here
+        "jobs": None, "executor": None, "scheduler": None, "address": None, "on_error": None,
+        "rank_from_name": None, "world_size": None, "ranks_out": None, "no_progress": False,
     }
     seen = set()
     traces_state = 0  # 0: none yet, 1: in the run of traces, 2: after it

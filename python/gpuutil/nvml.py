@@ -204,7 +204,7 @@ class NvmlCollector:
     def _report_problems(self, prof: Any) -> None:
         """Every report says which counters are partial, and why."""
         for line in self.problems():
-            prof._session.add_standing_diagnostic("nvml_counters_partial", f"nvml: {line}")
+            prof.session.add_standing_diagnostic("nvml_counters_partial", f"nvml: {line}")
 
     def _choose_devices(self, prof: Any) -> None:
         """The deferred choice, once, at the first step end: training has
@@ -217,7 +217,7 @@ class NvmlCollector:
         except Exception as e:  # noqa: BLE001 - stated, never raised into training
             why = f"choosing the devices failed: {type(e).__name__}: {e}"
         if why:
-            prof._session.add_standing_diagnostic("gpu_collection_off", f"{self.name}: {why}")
+            prof.session.add_standing_diagnostic("gpu_collection_off", f"{self.name}: {why}")
         self._report_problems(prof)
 
     def _use(self, selection: Optional[DeviceSelection]) -> str:
@@ -239,7 +239,7 @@ class NvmlCollector:
         """Before each report batch (the first comes at the first step end)."""
         if self._pending:
             self._choose_devices(prof)
-        self.sampler.drain_into(prof._session)
+        self.sampler.drain_into(prof.session)
 
     before_report = on_step_end
 
@@ -249,7 +249,7 @@ class NvmlCollector:
     def stop(self, prof: Any) -> None:
         self.sampler.stop()
         self.sampler.sample_once()  # closes the last step's cumulative counters
-        self.sampler.drain_into(prof._session)
+        self.sampler.drain_into(prof.session)
 
     def problems(self) -> List[str]:
         """Devices that could not be mapped, MIG degradation, fields NVML does not give."""

@@ -24,13 +24,6 @@ inline bool issue27_unskip() { return std::getenv("GPUUTIL_ISSUE27_UNSKIP") != n
 #define ISSUE27_SKIP(reason) \
   if (!::gpuutil::testing::issue27_unskip()) GTEST_SKIP() << (reason)
 
-// Every cell with hold=1.
-inline constexpr const char* kIssue27HeldEmptyBuffer =
-    "issue 27: CUPTI holds a prefetched empty buffer that no default flush returns, and the collector bounds "
-    "completeness by the oldest buffer CUPTI holds (cupti_collector.cpp:352-363, BufferPool::oldest_held_since_ns), "
-    "so every report and stop() waits out completion_wait_ns (2 s) and counts cupti_completion_timeout; fixed by "
-    "the completeness work";
-
 class MatrixTest : public ::testing::TestWithParam<fake_cupti_matrix> {
  protected:
   void SetUp() override {

@@ -58,29 +58,19 @@ void expect_replay_equals_analyze(const std::string& path, const fake_cupti_matr
   for (const auto& b : c.buckets) {
     EXPECT_EQ(b.max_abs_ns, 0) << b.bucket << " differs by " << b.max_abs_ns << " ns in step " << b.step;
   }
-  bool other_than_names = false;
-  for (const auto& [what, n] : c.differing) {
-    if (what == "culprit_names") continue;
-    other_than_names = true;
-    EXPECT_EQ(n, 0u) << what << " differ in " << n << " step/device pairs";
-  }
-  if (other_than_names) {
+  // Culprits (names included), launch latency and findings too: live API
+  // names drop CUPTI's "_v<digits>" suffix, as Kineto's traces do.
+  for (const auto& [what, n] : c.differing) EXPECT_EQ(n, 0u) << what << " differ in " << n << " step/device pairs";
+  if (!c.differing.empty()) {
     for (const auto& d : c.differences) ADD_FAILURE() << d;
   }
   for (const auto& o2 : r.steps) {
     EXPECT_EQ(o2.report.diagnostics.count(Diag::cupti_records_late), 0u);
     EXPECT_EQ(o2.report.diagnostics.count(Diag::cupti_records_dropped), 0u);
     EXPECT_EQ(o2.report.diagnostics.count(Diag::cupti_completion_timeout), 0u);
+    EXPECT_EQ(o2.report.diagnostics.count(Diag::cupti_taken_over), 0u) << "nobody else uses CUPTI in a replay";
     EXPECT_EQ(o2.report.diagnostics.count(Diag::torch_ranges_dropped), 0u);
     EXPECT_EQ(o2.report.diagnostics.count(Diag::session_events_dropped), 0u);
-  }
-  // Last, so every other figure was compared first (a failure above still fails the test).
-  if (c.differing.count("culprit_names") != 0) {
-    ISSUE27_SKIP(std::string("issue 27: live culprit names of API calls carry CUPTI's version suffix "
-                             "(record_decoder.cpp:80, api_name(): cuptiGetCallbackName's "
-                             "\"cudaDeviceSynchronize_v3020\") where Kineto's traces say \"cudaDeviceSynchronize\"; "
-                             "every other figure is equal. ") +
-                 c.differences.front());
   }
 }
 
@@ -91,12 +81,13 @@ struct Case {
 
 // CI replays every trace under these cells (about 6 s each): each setting
 // of the CI set alone but buffers=global (buffers=switch covers it after the
-// first flush) and hold=1 (skipped until the collector is fixed; the
-// faithful suite runs the adverse combinations at lower cost).
+// first flush; the faithful suite runs the adverse combinations at lower
+// cost).
 std::vector<fake_cupti_matrix> replay_cells() {
   if (std::getenv("GPUUTIL_FAKE_CUPTI_CELLS") != nullptr) return fake_matrix::cells_for_run();
   return {fake_matrix::cell("default"),        fake_matrix::cell("seal=0"),   fake_matrix::cell("records=device"),
-          fake_matrix::cell("buffers=switch"), fake_matrix::cell("api=exit"), fake_matrix::cell("skew=3000")};
+          fake_matrix::cell("buffers=switch"), fake_matrix::cell("api=exit"), fake_matrix::cell("skew=3000"),
+          fake_matrix::cell("hold=1")};
 }
 
 std::vector<Case> cases() {
@@ -111,11 +102,7 @@ class ReplayTrace : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ReplayTrace, LiveStepsEqualOfflineAnalysisExactly) {
   GPUUTIL_REQUIRE_TRACES();
-  const fake_cupti_matrix& cell = GetParam().cell;
-  // Measured: every figure equal, but each replay waits out the bound once
-  // and counts a cupti_completion_timeout.
-  if (cell.hold_empty) ISSUE27_SKIP(testing::kIssue27HeldEmptyBuffer);
-  expect_replay_equals_analyze(test::trace_path(GetParam().trace), cell);
+  expect_replay_equals_analyze(test::trace_path(GetParam().trace), GetParam().cell);
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedCudaTraces, ReplayTrace, ::testing::ValuesIn(cases()),

@@ -48,8 +48,12 @@
  *    callback id); the subscriber's callback runs on the calling thread at
  *    API enter and exit with CUpti_CallbackData (correlationId,
  *    correlationData, the return value, contextUid = device + 1 as activity
- *    records' contextId, symbolName = the kernel's name, and parameters
- *    carrying a copy's or memset's byte count at offset 16).
+ *    records' contextId, context = the device's context handle,
+ *    symbolName = the kernel's name, and the call's generated *_params
+ *    struct: the stream handle of launches, copies, memsets and graph
+ *    launches at its real offset, a copy's or memset's byte count), and
+ *    cuptiGetStreamIdEx mapping those handles to the stream ids the
+ *    activity records carry (fake_streams.cpp).
  *  - What the headers leave open is a matrix of settings, not one choice
  *    (fake_cupti_matrix below; docs/live-collection.md, "The fake's
  *    matrix"): chosen with fake_cupti_configure() or, for a process that
@@ -240,6 +244,12 @@ void fake_cupti_device_work(const fake_cupti_work* work, uint32_t correlation_id
 /* Shorthand: cudaLaunchKernel from the calling thread, a kernel scheduled
  * latency_ns after the call on `stream`, running duration_ns. */
 void fake_cupti_launch_kernel(const char* name, uint32_t stream, int64_t duration_ns, int64_t latency_ns);
+/* The calling thread's per-thread default stream id (cudaStreamPerThread;
+ * NULL in a _ptsz call): work on it is passed to the callback API with that
+ * handle, and cuptiGetStreamIdEx resolves the per-thread handle to the
+ * calling thread's id. Other ids have an opaque handle each; 7 is the legacy
+ * default stream (NULL). */
+uint32_t fake_cupti_per_thread_stream(void);
 /* Blocks (real time) until every launched device work item has finished. */
 void fake_cupti_device_synchronize(void);
 /* Now on the clock the fake uses (the registered timestamp callback). */

@@ -50,11 +50,11 @@ struct FakeCupti {
     call(&c);
   }
 
-  // One runtime API call `cbid` from the calling thread at explicit session
+  // One runtime API call `call_cbid` from the calling thread at explicit session
   // times: API [t, t + 5 us); its work of `kind` (a kernel: 132 x 256
   // threads; a copy: 1 MiB) at [start, end) on `stream` of `device`, or no
   // work when `name` is null.
-  uint32_t call_at(uint32_t cbid, int kind, const char* name, uint32_t stream, int64_t t, int64_t start, int64_t end,
+  uint32_t call_at(uint32_t call_cbid, int kind, const char* name, uint32_t stream, int64_t t, int64_t start, int64_t end,
                    uint32_t graph_id = 0, uint32_t device = 0) const {
     fake_cupti_work w{};
     w.kind = kind;
@@ -69,7 +69,7 @@ struct FakeCupti {
     w.graph_id = graph_id;
     fake_cupti_call c{};
     c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
-    c.cbid = cbid;
+    c.cbid = call_cbid;
     c.start_ns = t;
     c.end_ns = t + 5000;
     c.work = &w;

@@ -161,9 +161,7 @@ inline fake_cupti_matrix cell(const std::string& text) {
 inline constexpr int64_t kSkewNs = 3000;
 
 // What CI runs: the defaults, each unknown flipped alone, and two cells
-// with the adverse settings at once, one per device-record placement (not
-// hold=1: every test skips it until the collector is fixed, see
-// tests/cpp/matrix_cell.h).
+// with the adverse settings at once, one per device-record placement.
 inline std::vector<fake_cupti_matrix> ci_cells() {
   return {cell("default"),        cell("seal=0"),
           cell("records=device"), cell("buffers=global"),

@@ -574,8 +574,8 @@ namespace {
 
 // The subscriber's callback (callback API) for one call at `site`, if that
 // callback id is enabled; called with mu released, on the calling thread.
-// The parameters carry what gpuutil reads: the byte count of copies and
-// memsets (a size_t at offset 16, as in the generated *_params structs).
+// The parameters are the call's generated *_params struct (build_params):
+// the stream handle and byte count where the real struct has them.
 void api_callback(const fake_cupti_call* call, uint32_t corr, int return_value, CUpti_ApiCallbackSite site,
                   uint64_t* correlation_data) {
   State& s = st();
@@ -588,9 +588,9 @@ void api_callback(const fake_cupti_call* call, uint32_t corr, int return_value, 
     user = s.callback_user;
   }
   const bool has_work = call->n_work > 0 && call->work != nullptr;
-  alignas(8) unsigned char params[64] = {};
-  const size_t count = has_work ? size_t(call->work[0].bytes) : 0;
-  std::memcpy(params + 16, &count, sizeof(count));
+  alignas(16) unsigned char params[kParamsBytes];
+  CUcontext context = nullptr;
+  build_params(call, params, &context);
   int rv = return_value;
   CUpti_CallbackData d{};
   d.callbackSite = site;
@@ -599,6 +599,7 @@ void api_callback(const fake_cupti_call* call, uint32_t corr, int return_value, 
   d.functionReturnValue = &rv;
   d.symbolName = has_work && call->work[0].kind == FAKE_CUPTI_KERNEL ? call->work[0].name : nullptr;
   d.contextUid = (has_work ? call->work[0].device : call->sync_device) + 1;  // as activity records' contextId
+  d.context = context;
   d.correlationData = correlation_data;
   d.correlationId = corr;
   cb(user, static_cast<CUpti_CallbackDomain>(call->domain), call->cbid, &d);

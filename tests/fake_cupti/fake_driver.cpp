@@ -23,19 +23,14 @@ struct CUfunc_st {
 struct CUmod_st {
   int unused;
 };
-struct CUstream_st {
-  uint32_t id;
-};
-struct CUctx_st {
-  int device;
-};
 
 namespace {
 
-CUctx_st g_context{0};
 CUmod_st g_module{0};
 
-uint32_t stream_id(CUstream s) { return s ? s->id : 7; }  // 7: the legacy default stream, as CUPTI reports it
+// Streams are the fake's handles (fake_streams.cpp): NULL is the legacy
+// default stream, id 7 as CUPTI reports it.
+uint32_t stream_id(CUstream s) { return stream_id_of(s); }
 
 // Runs one driver call: its API record and its device work.
 CUresult call(const char* name, const fake_cupti_work* work = nullptr, int sync = FAKE_CUPTI_SYNC_NONE,
@@ -100,7 +95,7 @@ CUresult CUDAAPI cuDeviceGet(CUdevice* device, int ordinal) {
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice) {
   if (!ctx) return CUDA_ERROR_INVALID_VALUE;
-  *ctx = &g_context;
+  *ctx = context_handle(0);
   return call("cuDevicePrimaryCtxRetain");
 }
 
@@ -113,12 +108,12 @@ CUresult CUDAAPI cuCtxSynchronize(void) { return call("cuCtxSynchronize", nullpt
 CUresult CUDAAPI cuStreamCreate(CUstream* stream, unsigned int) {
   static std::atomic<uint32_t> next{13};
   if (!stream) return CUDA_ERROR_INVALID_VALUE;
-  *stream = new CUstream_st{next.fetch_add(1)};
+  *stream = stream_handle(0, next.fetch_add(1));
   return call("cuStreamCreate");
 }
 
-CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
-  delete stream;
+CUresult CUDAAPI cuStreamDestroy(CUstream) {
+  // The handle stays valid (the fake never reuses one).
   return call("cuStreamDestroy_v2");
 }
 

@@ -154,6 +154,14 @@ int device_records_mode(const State& s);
 // cuptiFinalize: everything CUPTI holds is dropped (mu released).
 void finalize_all();
 
+// Streams and contexts as handles (fake_streams.cpp).
+constexpr size_t kParamsBytes = 256;
+CUstream stream_handle(uint32_t device, uint32_t id);  // stable per (device, id)
+uint32_t stream_id_of(CUstream s);                      // NULL: the legacy default stream (7)
+CUcontext context_handle(uint32_t device);
+// The call's functionParams (kParamsBytes, 8-aligned) and its context.
+void build_params(const fake_cupti_call* call, unsigned char* out, CUcontext* context);
+
 // Device work with no API call, many items under one lock (streaming
 // scenarios); each item gets its own correlation id.
 void emit_device_work_batch(const fake_cupti_work* work, size_t n);

@@ -23,6 +23,21 @@ def traces_dir() -> Path:
     return Path(env) if env else REPO.parent / "shared" / "traces"
 
 
+def rank_trace_generator():
+    """benchmarks/make_rank_traces.py as a module (the planted-straggler rank
+    traces of the fan-out tests and benchmark), loaded once."""
+    import importlib.util
+    import sys
+
+    if "make_rank_traces" in sys.modules:
+        return sys.modules["make_rank_traces"]
+    spec = importlib.util.spec_from_file_location("make_rank_traces", REPO / "benchmarks" / "make_rank_traces.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["make_rank_traces"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def all_traces() -> List[Path]:
     d = traces_dir()
     if not d.is_dir():

@@ -4,9 +4,12 @@ Python: the import graph of a package (module-level and deferred imports
 inside functions; ``if TYPE_CHECKING:`` blocks are not imports) and its
 strongly connected components: every component of more than one module is
 an import circle. C++: the ``#include`` lines of the library's lower layers
-(collectors, importers, export, analysis) that name a runtime header (the
-live session, its run totals, the step path, the profiler: what
-``libgpuutil/src/runtime/`` implements), i.e. a climb back up.
+(collectors, importers, export, analysis, core) and of the public headers
+they may include that name a runtime header (the live session, the step
+path, the profiler: what ``libgpuutil/src/runtime/`` implements), i.e. a
+climb back up. Collectors write to ``gpuutil/event_sink.h`` instead; the
+build makes the same direction an error (CMakeLists.txt: the layer targets,
+GPUUTIL_LOWER_LAYER, gpuutil_layer_check).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Set, Tuple
 
 # The public headers src/runtime/ implements, and the folder itself.
-RUNTIME_HEADERS = ("gpuutil/session.h", "gpuutil/run_totals.h", "gpuutil/step_path.h", "gpuutil/profiler.h")
+# (gpuutil/run_totals.h is analysis: a pure fold, src/analysis/run_totals.cpp.)
+RUNTIME_HEADERS = ("gpuutil/session.h", "gpuutil/step_path.h", "gpuutil/profiler.h")
 LOWER_LAYERS = ("collectors", "import", "export", "analysis", "core")
 
 
@@ -28,12 +32,12 @@ def _module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(tree: ast.Module, me: str, is_package: bool, modules: Set[str]) -> Set[str]:
+def _imports(tree: ast.Module, me: str, is_package: bool, modules: Set[str], typing_too: bool = False) -> Set[str]:
     out: Set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            if not typing_too and isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
                 for orelse in child.orelse:
                     visit(orelse)
                 continue
@@ -56,12 +60,22 @@ def _imports(tree: ast.Module, me: str, is_package: bool, modules: Set[str]) -> 
     return {m for m in out if m in modules and m != me}
 
 
-def import_graph(package_dir: Path) -> Dict[str, Set[str]]:
-    """module -> the modules of the same package it imports."""
+def import_graph(package_dir: Path, typing_too: bool = False) -> Dict[str, Set[str]]:
+    """module -> the modules of the same package it imports (``typing_too``:
+    also those imported only ``if TYPE_CHECKING:``)."""
     root = package_dir.parent
     files = {_module_name(root, p): p for p in sorted(package_dir.rglob("*.py"))}
     modules = set(files)
-    return {m: _imports(ast.parse(p.read_text()), m, p.name == "__init__.py", modules) for m, p in files.items()}
+    return {m: _imports(ast.parse(p.read_text()), m, p.name == "__init__.py", modules, typing_too)
+            for m, p in files.items()}
+
+
+def forbidden_imports(package_dir: Path, importers: Set[str], forbidden: Set[str]) -> List[str]:
+    """``importer -> module`` for every import, typing-only ones included, of
+    a ``forbidden`` module by one of ``importers`` (e.g. a collector naming
+    the profile: collectors get a narrow handle, gpuutil._collectors)."""
+    graph = import_graph(package_dir, typing_too=True)
+    return [f"{m} -> {t}" for m in sorted(importers & set(graph)) for t in sorted(graph[m] & forbidden)]
 
 
 def import_circles(package_dir: Path) -> List[List[str]]:
@@ -114,17 +128,25 @@ def import_circles(package_dir: Path) -> List[List[str]]:
 _INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
-def upward_includes(src_dir: Path) -> List[str]:
+def upward_includes(src_dir: Path, include_dir: "Path | None" = None) -> List[str]:
     """``file: header`` for every include of a runtime header from a lower
-    layer of ``src_dir`` (libgpuutil/src)."""
+    layer of ``src_dir`` (libgpuutil/src) and, given ``include_dir``
+    (libgpuutil/include), from a public header that is not the runtime's
+    (a lower layer including it would climb through it)."""
+    def climbs(path: Path, root: Path) -> List[str]:
+        return [f"{path.relative_to(root).as_posix()}: {header}"
+                for header in _INCLUDE.findall(path.read_text(errors="replace"))
+                if header in RUNTIME_HEADERS or header.startswith("runtime/")]
+
     out = []
     for layer in LOWER_LAYERS:
         for path in sorted((src_dir / layer).rglob("*")):
-            if path.suffix not in (".h", ".cpp"):
-                continue
-            for header in _INCLUDE.findall(path.read_text(errors="replace")):
-                if header in RUNTIME_HEADERS or header.startswith("runtime/"):
-                    out.append(f"{path.relative_to(src_dir).as_posix()}: {header}")
+            if path.suffix in (".h", ".cpp"):
+                out += climbs(path, src_dir)
+    if include_dir is not None:
+        for path in sorted(include_dir.rglob("*.h")):
+            if path.relative_to(include_dir).as_posix() not in RUNTIME_HEADERS:
+                out += [f"include/{c}" for c in climbs(path, include_dir)]
     return out
 
 

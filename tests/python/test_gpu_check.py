@@ -23,20 +23,7 @@ pytest.importorskip("torch")
 #: Checks that fail on today's collector, each with the issue's reason. The
 #: set must be exact: a check that starts passing must leave it (the fix
 #: landed), and any other failure fails the test.
-EXPECTED_TO_FAIL = {
-    ("profiler_thread", "torch.profiler on another thread: its kernels"):
-        "issue 27 item 4: suspension disables the kinds and per-id API enables the other client set, so its "
-        "trace loses its kernels",
-    ("profiler_thread", "steps while it traces: collected or marked off"):
-        "issue 27 item 4: the guard reads the thread-local profiler state, so during a trace started on another "
-        "thread a step reports 0 kernels with no diagnostic (no cupti_taken_over)",
-    ("profiler_thread", "steps after it stopped: collected"):
-        "issue 27 item 4: the other client's stop disables the kinds gpuutil enabled and nothing enables them "
-        "again, so every later step reports zero GPU activity",
-    ("profiler_thread", "records lost/late/invalid"):
-        "issue 27 item 4: the two clients' callback registrations interleave, and a buffer of the other "
-        "client's reaches gpuutil's callbacks (cupti_foreign_buffers)",
-}
+EXPECTED_TO_FAIL = {}  # type: dict
 
 
 def _run(tmp_path, *args, matrix=None, timeout=600):

@@ -174,6 +174,80 @@ def test_torch_profiler_started_inside_a_profile_keeps_its_kernels_and_gpuutil_r
     assert "gpu_collection_suspended" not in steps[2]["diagnostics"]
 
 
+def test_torch_profiler_on_another_thread_keeps_its_kernels_and_step_boundaries_do_not_take_cupti_back():
+    # The profiler state a step boundary reads is thread-local: on the
+    # training thread it says "off" while another thread traces, and must
+    # not undo the suspension its entry point made.
+    result = run(
+        """
+        import threading
+        as_kineto_does()
+        from torch.profiler import ProfilerActivity, profile
+        started, stop = threading.Event(), threading.Event()
+
+        def other():
+            with profile(activities=[ProfilerActivity.CPU]):
+                started.set()
+                stop.wait(60)
+
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                kernels(1)
+            th = threading.Thread(target=other)
+            th.start()
+            started.wait(60)
+            for _ in range(2):
+                with prof.step():
+                    kernels(2)
+            stop.set()
+            th.join(60)
+            for _ in range(2):
+                with prof.step():
+                    kernels(1)
+        print(json.dumps({"steps": summary(prof), "kineto": kineto}))
+        """
+    )
+    assert result["kineto"] == {"kernels": 4, "foreign": 0}
+    steps = result["steps"]
+    assert [s["kernels"] for s in steps] == [1, 0, 0, 1, 1]
+    for s in steps[1:3]:
+        assert "torch.profiler" in s["diagnostics"]["gpu_collection_suspended"], s
+    for s in (steps[0], *steps[3:]):
+        assert not {"gpu_collection_suspended", "cupti_foreign_buffers"} & set(s["diagnostics"]), s
+
+
+def test_incomplete_steps_wall_is_named_outside_time_so_the_run_still_adds_up():
+    # A bound forced down to one held step while one kernel runs 200 ms
+    # through 5 ms steps: those steps are reported incomplete, kept out of
+    # the run's figures, and their wall is outside time named "incomplete".
+    result = run(
+        """
+        from gpuutil._live import CuptiCollector
+        CuptiCollector.max_held_steps = 1
+        with gpuutil.profile(report_interval_ms=0) as prof:
+            with prof.step():
+                fake.fake_cupti_launch_kernel(b"long_kernel", 7, 200_000_000, 5000)
+                time.sleep(0.005)
+            for _ in range(5):
+                with prof.step():
+                    time.sleep(0.005)
+            fake.fake_cupti_device_synchronize()
+            with prof.step():
+                kernels(1)
+        steps = [r["steps"][0] for r in prof.reports]
+        print(json.dumps({"steps": steps, "summary": prof.summary()}))
+        """
+    )
+    steps, s = result["steps"], result["summary"]
+    incomplete = [st for st in steps if st.get("complete") is False]
+    assert len(incomplete) >= 2, [st.get("complete") for st in steps]
+    assert s["incomplete_steps"] == len(incomplete)
+    assert s["outside_steps_breakdown_ns"]["incomplete"] == sum(st["wall_ns"] for st in incomplete)
+    assert s["steps"] == len(steps) - len(incomplete)
+    assert s["steps_wall_ns"] + s["outside_steps_ns"] == steps[-1]["end_ns"] - steps[0]["start_ns"]
+    assert sum(s["outside_steps_breakdown_ns"].values()) == s["outside_steps_ns"]
+
+
 def test_gpuutil_started_while_torch_profiler_runs_leaves_it_its_kernels_then_takes_over():
     result = run(
         """

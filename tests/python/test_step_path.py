@@ -39,7 +39,7 @@ def train(steps: int, *, report_interval_ms: float, detail: str = "sampled", cal
             opt.step()
             loss.item()
     if calls is not None:
-        calls.extend(prof._path_calls)  # type: ignore[attr-defined]
+        calls.extend(prof._handle._path_calls)  # type: ignore[attr-defined]
     return [s for r in prof.reports for s in r["steps"]]
 
 
@@ -48,11 +48,11 @@ def counted(monkeypatch):
     """Records, per profile, the boundaries at which TorchCollector.on_step_end ran."""
     original = _collector.TorchCollector.on_step_end
 
-    def on_step_end(self, prof):
-        if not hasattr(prof, "_path_calls"):
-            prof._path_calls = []
-        prof._path_calls.append(prof._path.boundaries)
-        original(self, prof)
+    def on_step_end(self, handle):  # the profile's CollectorHandle
+        if not hasattr(handle, "_path_calls"):
+            handle._path_calls = []
+        handle._path_calls.append(handle.path.boundaries)
+        original(self, handle)
 
     monkeypatch.setattr(_collector.TorchCollector, "on_step_end", on_step_end)
 

@@ -416,14 +416,14 @@ def test_allocator_stats_are_fed_as_counters_every_step(monkeypatch):
     model, opt = make_model()
     with gpuutil.profile(report_interval_ms=0) as prof:
         next(c for c in prof._collectors if c.name == "torch")._cuda = True  # as on a CUDA machine
-        recording = RecordingSession(prof._session)
-        prof._session = recording
+        recording = RecordingSession(prof._handle.session)
+        prof._handle.session = recording  # what the collectors write to
         for _ in range(2):
             loss = model(torch.randn(4, 16)).sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
-        prof._session = recording._inner
+        prof._handle.session = recording._inner
     assert recording.counters.count(("torch_allocated_bytes", 0, 100.0)) == 2
     assert recording.counters.count(("torch_peak_allocated_bytes", 1, 15.0)) == 2
     assert len(recording.counters) == 12

@@ -246,9 +246,10 @@ ReplayResult replay(const EventStore& store, const ReplayOptions& options) {
     progress[ti].store(p.threads[ti].front().t_ns);
     workers.emplace_back([&, ti] {
       // Named as the trace's thread, before any source meets it, so culprits
-      // that name a thread read the same live and offline.
+      // that name a thread read the same live and offline; its generation is
+      // its own OS tid, which the hook rings give (gpuutil/event_sink.h).
       const HostThread& as = store.threads[p.trace_thread[ti]];
-      prof.session().thread_index(getpid(), this_thread_key(), as.name, as.display_tid());
+      prof.session().thread_index_with_generation(getpid(), this_thread_key(), as.name, as.display_tid(), this_os_tid());
       std::vector<fake_cupti_work> work;
       const auto& events = p.threads[ti];
       for (size_t e = 0; e < events.size(); ++e) {

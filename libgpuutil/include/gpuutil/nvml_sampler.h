@@ -67,7 +67,7 @@
 
 namespace gpuutil {
 
-class Session;
+class EventSink;
 
 namespace nvml {
 struct NvmlApi;
@@ -172,7 +172,7 @@ class NvmlSampler {
   // Moves the buffered samples out, interning names in `names`.
   void drain(NameTable& names, std::vector<CounterSample>& out);
   void drain(EventStore& store) { drain(store.names, store.counters); }
-  void drain(Session& session);
+  void drain(EventSink& session);
 
   // The field's status on the device labelled `device` (kUnknown: no such device).
   NvmlStatus status(int device, NvmlField f) const;

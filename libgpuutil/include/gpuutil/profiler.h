@@ -28,6 +28,10 @@
 //   touched, so it cannot deadlock.
 #pragma once
 
+#ifdef GPUUTIL_LOWER_LAYER
+#error "the runtime (gpuutil/session.h, step_path.h, profiler.h) is included from a lower layer: collectors use gpuutil/event_sink.h (docs/architecture.md)"
+#endif
+
 #include <cstdint>
 #include <memory>
 #include <mutex>

@@ -3,9 +3,10 @@
 // what `gpuutil analyze` / `export html` show for a file of step reports
 // (a live run's JSONL): the same fold, the same run-level findings.
 //
-// Pure accumulation over step reports (no I/O, no locks): the Session adds
-// each report it produces, under its own lock; run_totals_of_reports()
-// folds reports read back from a file.
+// Pure accumulation over step reports (no I/O, no locks), part of the
+// analysis layer (src/analysis/run_totals.cpp, library gpuutil_offline): the
+// Session adds each report it produces, under its own lock;
+// run_totals_of_reports() folds reports read back from a file.
 //
 // Contract:
 // - Sums are exact integer ns: for every device, sum(breakdown) == wall_ns,
@@ -100,10 +101,12 @@ struct FindingTotals {
 // What time outside steps was, where gpuutil could tell (automatic steps carve
 // evaluation and checkpoint writes out of the step they would open, and steps
 // that compiled with torch.compile are kept out of the run's figures;
-// docs/pytorch.md, "Steps"). The rest of the outside time is "other".
-enum class OutsideKind : uint8_t { kEvaluation = 0, kCheckpoint = 1, kCompileWarmup = 2, kOther = 3 };
-constexpr size_t kOutsideKindCount = 4;
-// "evaluation", "checkpoint", "compile_warmup", "other".
+// docs/pytorch.md, "Steps"), as are steps reported incomplete (live GPU
+// collection: not every device record arrived; docs/live-collection.md,
+// "Completeness"). The rest of the outside time is "other".
+enum class OutsideKind : uint8_t { kEvaluation = 0, kCheckpoint = 1, kCompileWarmup = 2, kIncomplete = 3, kOther = 4 };
+constexpr size_t kOutsideKindCount = 5;
+// "evaluation", "checkpoint", "compile_warmup", "incomplete", "other".
 const char* outside_kind_name(OutsideKind k);
 
 struct RunTotals {
@@ -112,10 +115,13 @@ struct RunTotals {
   // Filled by the Session (not by add()): time outside every step, and how
   // much of it was each kind (the kOther entry is the rest, so the entries
   // sum to outside_steps_ns); steps kept out of the figures above because
-  // torch.compile compiled during them (their wall is outside time).
+  // torch.compile compiled during them, or reported incomplete (their wall
+  // is outside time), so first step start to last step end is exactly
+  // steps_wall_ns + outside_steps_ns.
   int64_t outside_steps_ns = 0;
   std::array<int64_t, kOutsideKindCount> outside_named_ns{};
   uint64_t compile_warmup_steps = 0;
+  uint64_t incomplete_steps = 0;
   std::map<std::pair<int32_t, int32_t>, DeviceTotals> devices;       // (rank, device)
   std::map<std::pair<int32_t, int64_t>, HostThreadTotals> threads;   // (rank, tid)
   std::map<std::string, FindingTotals> findings;                     // per-step findings, by id

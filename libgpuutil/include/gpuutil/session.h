@@ -3,7 +3,10 @@
 // analyses trace files, then written to the sinks.
 //
 // Vendor-free. The CUPTI, NVTX and torch collectors live in their own
-// folders; they decode on THEIR drain threads and call the ingest API here.
+// folders; they decode on THEIR drain threads and write to the EventSink
+// interface (gpuutil/event_sink.h) that this class implements: they never
+// include this header (the runtime library, gpuutil_runtime, links them,
+// not the other way round).
 // Nothing in this class may be called from a CUPTI/NVTX/RecordFunction
 // callback: those only write into their own preallocated buffers.
 //
@@ -30,7 +33,12 @@
 //   reported is counted (cupti_records_late), never silently dropped.
 #pragma once
 
+#ifdef GPUUTIL_LOWER_LAYER
+#error "the runtime (gpuutil/session.h, step_path.h, profiler.h) is included from a lower layer: collectors use gpuutil/event_sink.h (docs/architecture.md)"
+#endif
+
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -47,6 +55,7 @@
 #include "gpuutil/events.h"
 #include "gpuutil/report.h"
 #include "gpuutil/cluster.h"
+#include "gpuutil/event_sink.h"
 #include "gpuutil/run_totals.h"
 
 namespace gpuutil {
@@ -68,7 +77,7 @@ struct StepOutput {
   std::string json;  // compact JSON line (gpuutil.report/1)
 };
 
-class Session {
+class Session final : public EventSink {
  public:
   // Opens the JSONL sink if asked. `ok()` is false with `error()` set when
   // the sink cannot be opened; the session then still works without it.
@@ -82,53 +91,33 @@ class Session {
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
 
-  // --- ingestion (collector drain threads; any thread) ---
-  NameId intern(std::string_view name);
-  // The session thread for `key` (gpuutil::this_thread_key() of the thread,
-  // what CUPTI records). `name` and `os_tid` name it in reports; the first
-  // non-empty ones given are kept. A thread first met by OS tid
-  // (thread_index_for_os_tid) is adopted when its key arrives with that
-  // os_tid.
-  uint32_t thread_index(int64_t pid, int64_t key, std::string_view name = {}, int64_t os_tid = 0);
-  // The session thread with OS thread id `os_tid` (CUPTI switched to OS
-  // thread ids by another tool).
-  uint32_t thread_index_for_os_tid(int64_t pid, int64_t os_tid);
+  // --- ingestion: the EventSink the collectors write to (gpuutil/event_sink.h;
+  // collector drain threads, any thread) ---
+  NameId intern(std::string_view name) override;
+  uint32_t thread_index(int64_t pid, int64_t key, std::string_view name = {}, int64_t os_tid = 0) override;
+  // thread_index() for a thread shown in reports with another process's OS
+  // tid (`os_tid`: the traced thread's, in the trace replay, tests/replay)
+  // while its generation is its own gettid (`generation`), which the live
+  // sources on it (the hook rings, NVTX) give as their os_tid. thread_index()
+  // is this with generation = os_tid.
+  uint32_t thread_index_with_generation(int64_t pid, int64_t key, std::string_view name, int64_t os_tid,
+                                        int64_t generation);
+  uint32_t thread_index_for_os_tid(int64_t pid, int64_t os_tid) override;
+  uint64_t thread_generation() const override { return thread_generation_.load(std::memory_order_relaxed); }
   void set_devices(std::vector<DeviceInfo> devices);
-  // A device activity or API call whose start lies before the end of the
-  // last reported step arrived late: it is counted (cupti_records_late) and
-  // kept if an unreported step can still use it.
-  void add_activity(const DeviceActivity& a);
-  void add_api_call(const HostApiCall& c);
-  void add_range(const HostRange& r);
-  // A host range whose name is not interned yet (a collector's staging
-  // buffer: the drain thread stages ranges without the session lock).
-  struct StagedRange {
-    int64_t start_ns = 0;
-    int64_t end_ns = 0;
-    uint32_t thread = 0;
-    RangeCategory category = RangeCategory::kAnnotation;
-    char name[48] = {};  // NUL-terminated
-  };
-  // Adds every staged range (interning its name) under one lock and clears
-  // `staged`. With wait false it returns false at once, taking nothing, when
-  // another thread holds the session (e.g. a report being analysed), so the
-  // caller can go on draining its own producers meanwhile.
-  bool add_staged_ranges(std::vector<StagedRange>& staged, bool wait);
-  void add_counter(const CounterSample& c);
-  void count(Diag d, uint64_t n = 1, std::string_view example = {});
+  void add_activity(const DeviceActivity& a) override;
+  void add_api_call(const HostApiCall& c) override;
+  void add_range(const HostRange& r) override;
+  bool add_staged_ranges(std::vector<StagedRange>& staged, bool wait) override;
+  void add_counter(const CounterSample& c) override;
+  void count(Diag d, uint64_t n = 1, std::string_view example = {}) override;
   // How steps are found ("session", "user", "optimizer_step", ...): written
   // into each report's sources[0].steps_source from the next report on.
   void set_steps_source(std::string_view source);
-  // A condition that holds for the whole session (e.g. GPU collection is
-  // off, and why): counted once in every report from the next one on. Adding
-  // the same (diagnostic, example) again changes nothing.
-  void add_standing_diagnostic(Diag d, std::string_view example = {});
-  // A condition over an interval of session time (e.g. GPU collection
-  // suspended while torch.profiler runs): every step report overlapping
-  // [start_ns, end_ns) carries it once. end_interval() closes the open
-  // interval of that diagnostic; until then it runs to infinity.
-  void begin_interval(Diag d, int64_t start_ns, std::string_view example);
-  void end_interval(Diag d, int64_t end_ns);
+  // Standing and interval diagnostics (gpuutil/event_sink.h).
+  void add_standing_diagnostic(Diag d, std::string_view example = {}) override;
+  void begin_interval(Diag d, int64_t start_ns, std::string_view example) override;
+  void end_interval(Diag d, int64_t end_ns) override;
   // FLOPs per step for MFU from the next analysed step on (also steps
   // already closed but not yet reported); `source` becomes the reports'
   // flops_source ("user", "measured").
@@ -163,7 +152,7 @@ class Session {
   // --- completion and output ---
   // Collectors promise that every event ending before t_ns has been
   // ingested. Steps ending at or before t_ns become reportable.
-  void mark_complete_until(int64_t t_ns);
+  void mark_complete_until(int64_t t_ns) override;
   // A collector gave up waiting for data before t_ns (a held-steps or memory
   // bound was hit, or the device never finished work launched before it):
   // steps ending at or before t_ns that are not complete (they end after
@@ -173,12 +162,12 @@ class Session {
   // idle. t_ns = INT64_MAX (a collector's stop with unfinished work): finish()
   // keeps the completeness it was given instead of treating all data as
   // complete. Any thread.
-  void mark_incomplete_until(int64_t t_ns, std::string_view cause);
+  void mark_incomplete_until(int64_t t_ns, std::string_view cause) override;
   uint64_t steps_incomplete() const;  // steps reported with complete = false
   // The end of the newest closed, unreported step that is older than the
   // newest `keep` of them (INT64_MIN when at most `keep` wait): what a
   // collector bounding the steps held for its data gives up. Any thread.
-  int64_t held_step_end_ns(size_t keep) const;
+  int64_t held_step_end_ns(size_t keep) const override;
   // Analyses reportable steps, writes them to the sinks, prunes events no
   // unreported step can need, and returns the new outputs (after any the
   // worker finished and nobody took yet, in step order). Waits for a
@@ -307,6 +296,8 @@ class Session {
   bool finished_ = false;
   Diagnostics since_last_report_;
   std::vector<std::pair<Diag, std::string>> standing_;
+  std::vector<int64_t> thread_generations_;  // each store_.threads entry's generation (0: not known yet; mu_)
+  std::atomic<uint64_t> thread_generation_{0};  // known keys that started naming a new thread (mu_ to write)
   RunTotals totals_;
   size_t keep_rank_steps_ = 0;
   std::deque<RankStep> rank_steps_;

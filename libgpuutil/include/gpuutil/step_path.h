@@ -32,6 +32,10 @@
 // - Times are session-clock nanoseconds (session_now_ns()).
 #pragma once
 
+#ifdef GPUUTIL_LOWER_LAYER
+#error "the runtime (gpuutil/session.h, step_path.h, profiler.h) is included from a lower layer: collectors use gpuutil/event_sink.h (docs/architecture.md)"
+#endif
+
 #include <array>
 #include <atomic>
 #include <cstdint>

@@ -7,8 +7,11 @@
 // and the launches on that thread land on two different session threads and
 // the wait is never attributed. So every source keys its thread by
 // this_thread_key(); the OS thread id (gettid, threading.get_native_id())
-// is kept beside it only to name the thread in reports. Python computes the
-// same key as threading.get_ident() & 0xffffffff.
+// is kept beside it to name the thread in reports and as the key's
+// generation: glibc gives the pthread_t of a thread that exited to the next
+// one, so the same key with another OS tid is another thread
+// (EventSink::thread_index). Python computes the same key as
+// threading.get_ident() & 0xffffffff.
 #pragma once
 
 #include <pthread.h>

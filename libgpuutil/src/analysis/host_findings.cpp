@@ -268,8 +268,11 @@ void host_findings_of(const std::vector<HostTotals>& ranks, const std::vector<Lo
 std::optional<Finding> outside_steps_finding(uint64_t steps, int64_t span_ns, int64_t outside_ns,
                                              const std::array<int64_t, kOutsideKindCount>& named) {
   // Evaluation, checkpoints, logging between steps, or a loop whose steps do
-  // not cover its work. A torch.compile warm-up is a one-off: out of both.
-  const int64_t warmup_ns = named[static_cast<size_t>(OutsideKind::kCompileWarmup)];
+  // not cover its work. A torch.compile warm-up is a one-off, and an
+  // incomplete step is a step (live: its device records never all came):
+  // out of both.
+  const int64_t warmup_ns = named[static_cast<size_t>(OutsideKind::kCompileWarmup)] +
+                            named[static_cast<size_t>(OutsideKind::kIncomplete)];
   span_ns -= warmup_ns;
   outside_ns -= warmup_ns;
   if (steps < 2 || span_ns <= 0 || outside_ns < kOutsideFloorNs ||

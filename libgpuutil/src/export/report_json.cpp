@@ -480,6 +480,7 @@ std::string run_totals_to_json(const RunTotals& totals) {
   }
   w.end_object();
   w.member("compile_warmup_steps", totals.compile_warmup_steps);
+  w.member("incomplete_steps", totals.incomplete_steps);
   w.key("loaders");  // with their periodic stalls over the run
   loaders_json(w, totals.finished_loaders());
   w.key("devices");

@@ -71,28 +71,44 @@ NameId Session::intern(std::string_view name) {
 }
 
 uint32_t Session::thread_index(int64_t pid, int64_t key, std::string_view name, int64_t os_tid) {
+  return thread_index_with_generation(pid, key, name, os_tid, os_tid);
+}
+
+uint32_t Session::thread_index_with_generation(int64_t pid, int64_t key, std::string_view name, int64_t os_tid,
+                                               int64_t generation) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& threads = store_.threads;
+  auto& generations = thread_generations_;  // parallel to threads; 0: not known yet
   auto name_it = [&](HostThread& t) {
     if (t.name.empty() && !name.empty()) t.name = std::string(name);
     if (t.os_tid == 0 && os_tid != 0) t.os_tid = os_tid;
   };
-  for (uint32_t i = 0; i < threads.size(); ++i) {
-    if (threads[i].pid == pid && threads[i].tid == key) {
+  // The newest thread with this key: glibc gives the pthread_t of a thread
+  // that exited to the next one, so an older entry is a thread gone.
+  for (uint32_t i = static_cast<uint32_t>(threads.size()); i-- > 0;) {
+    if (threads[i].pid != pid || threads[i].tid != key) continue;
+    if (generation == 0 || generations[i] == 0 || generations[i] == generation) {
       name_it(threads[i]);
+      if (generations[i] == 0) generations[i] = generation;
       return i;
     }
+    // The key's generation changed (another OS thread): a new thread.
+    thread_generation_.fetch_add(1, std::memory_order_relaxed);
+    break;
   }
   if (os_tid != 0) {
     for (uint32_t i = 0; i < threads.size(); ++i) {
       if (threads[i].pid == pid && threads[i].os_tid == os_tid && threads[i].tid == (kOsTidOnly | os_tid)) {
         threads[i].tid = key;  // first met through CUPTI by OS tid: now its key is known
         name_it(threads[i]);
+        if (generations[i] == 0) generations[i] = generation;
         return i;
       }
     }
   }
   threads.push_back({pid, key, std::string(name), os_tid});
+  generations.resize(threads.size());
+  generations.back() = generation;
   return static_cast<uint32_t>(threads.size() - 1);
 }
 
@@ -103,6 +119,8 @@ uint32_t Session::thread_index_for_os_tid(int64_t pid, int64_t os_tid) {
     if (threads[i].pid == pid && threads[i].os_tid == os_tid) return i;
   }
   threads.push_back({pid, kOsTidOnly | os_tid, std::string(), os_tid});
+  thread_generations_.resize(threads.size());
+  thread_generations_.back() = os_tid;
   return static_cast<uint32_t>(threads.size() - 1);
 }
 
@@ -467,7 +485,11 @@ std::vector<StepOutput> Session::collect_batch() {
     for (StepOutput& o : out) {
       reported_until_ns_ = std::max(reported_until_ns_, o.report.steps.empty() ? INT64_MIN : o.report.steps[0].end_ns);
       if (!o.report.steps.empty() && !o.report.steps.front().complete) {
-        ++steps_incomplete_;  // never in the run's figures: its device time is a lower bound
+        // Never in the run's figures (its device time is a lower bound): its
+        // wall is outside time, named, so the run's time still adds up.
+        ++steps_incomplete_;
+        outside_steps_ns_ += o.report.steps.front().wall_ns;
+        outside_named_ns_[static_cast<size_t>(OutsideKind::kIncomplete)] += o.report.steps.front().wall_ns;
       } else if (!o.report.steps.empty() && o.report.steps.front().compile_warmup) {
         // A torch.compile warm-up: reported, but kept out of the run's figures.
         outside_steps_ns_ += o.report.steps.front().wall_ns;
@@ -719,6 +741,7 @@ RunTotals Session::run_totals() const {
   for (size_t k = 0; k + 1 < kOutsideKindCount; ++k) named += outside_named_ns_[k];
   t.outside_named_ns[static_cast<size_t>(OutsideKind::kOther)] = std::max<int64_t>(0, outside_steps_ns_ - named);
   t.compile_warmup_steps = compile_warmup_steps_;
+  t.incomplete_steps = steps_incomplete_;
   return t;
 }
 

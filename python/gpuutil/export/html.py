@@ -17,7 +17,16 @@ When several ranks were analysed (a report's ``summary.ranks``, or a live
 leader's ``gpuutil.cluster/1`` record among the reports; the last one
 counts), a "Ranks" table: per rank its step wall, own time and collective
 wait (p50 per step), relative performance and start skew, the straggler
-marked, the missing and short ranks named.
+marked, the missing and short ranks named (more than :data:`ALL_RANKS_MAX`
+ranks: the :data:`SHOWN_RANKS` slowest and fastest by own time and every
+straggler), then the heat strip of own time per step by rank
+(gpuutil.export._heat_strip) when the report carries per-step times of
+two or more ranks.
+
+A cluster report (``"kind": "cluster"``, the fan-out's: ``gpuutil
+analyze`` of many rank traces) has no per-step device detail: its page is
+the cluster line, that Ranks table, the heat strip, its findings (grouped
+over ranks) and its diagnostics.
 
 Then the run's findings, once (the top one leads the page; a straggler's
 with its rank, host and cause): the list ``prof.summary()`` and ``gpuutil
@@ -34,6 +43,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from gpuutil import _merge
 from gpuutil._buckets import IDLE_CAUSES
+from gpuutil.export import _heat_strip
 from gpuutil.integrations.metrics import CLUSTER_SCHEMA, cluster_view, stragglers
 BUCKETS = ("compute", "communication", "memory", *("idle_" + c for c in IDLE_CAUSES))
 COLORS: Dict[str, str] = {
@@ -65,9 +75,12 @@ LINE_COLORS: Dict[str, str] = {
     "NVML utilization %": "#43a047",
 }
 MAX_DEVICES = 8
+#: Up to this many ranks the Ranks table lists them all; beyond, the slowest and fastest SHOWN_RANKS and the stragglers.
+ALL_RANKS_MAX = 32
+SHOWN_RANKS = 10
 _RANKS_STYLE = (".ranks{border-collapse:collapse;font-size:12px}.ranks th,.ranks td{border:1px solid #e0e0e0;"
                 "padding:3px 6px;text-align:right}.ranks td:nth-child(2),.ranks td:last-child{text-align:left}"
-                ".ranks tr.straggler{background:#ffebee}")
+                ".ranks tr.straggler{background:#ffebee}.ranks tr.gap td{text-align:center;color:#757575}")
 _W, _H, _PAD_L, _PAD_B, _PAD_T = 880, 260, 48, 28, 10
 
 
@@ -227,7 +240,10 @@ def ranks_table(view: Dict[str, Any]) -> str:
     cols = ("rank", "host", "steps", "step wall p50 ms", "own p50 ms", "collective wait p50 ms",
             "transfer total ms", "relative perf", "start skew p50 ms", "note")
     rows = []
-    for r in view["ranks"]:
+    for r in _shown_ranks(view["ranks"], notes):
+        if r is None:
+            rows.append(f'<tr class="gap"><td colspan="{len(cols)}">{_e(_gap_text(view["ranks"]))}</td></tr>')
+            continue
         perf = r.get("relative_perf")
         cells = (r.get("rank"), r.get("host") or "-", r.get("steps", "-"), _ms(r.get("step_wall_p50_ns")),
                  _ms(r.get("own_p50_ns")), _ms(r.get("collective_wait_p50_ns")),
@@ -240,9 +256,75 @@ def ranks_table(view: Dict[str, Any]) -> str:
     return "<h2>Ranks</h2>" + head + table + _rank_names(cluster)
 
 
+def _shown_ranks(ranks: List[Dict[str, Any]], notes: Dict[int, str]) -> List[Optional[Dict[str, Any]]]:
+    """The table's rows: every rank up to ALL_RANKS_MAX; else the slowest
+    SHOWN_RANKS by own time (p50) and the other stragglers, a gap (None),
+    the fastest SHOWN_RANKS."""
+    if len(ranks) <= ALL_RANKS_MAX:
+        return list(ranks)
+    by_own = sorted(ranks, key=lambda r: (-(r.get("own_p50_ns") or 0), r["rank"]))
+    head = by_own[:SHOWN_RANKS]
+    tail = by_own[-SHOWN_RANKS:]
+    shown = {int(r["rank"]) for r in head + tail}
+    head += [r for r in by_own if int(r["rank"]) in notes and int(r["rank"]) not in shown]
+    return [*head, None, *tail]
+
+
+def _gap_text(ranks: List[Dict[str, Any]]) -> str:
+    return (f"{len(ranks)} ranks: above, the {SHOWN_RANKS} slowest by own time and every straggler; below, the "
+            f"{SHOWN_RANKS} fastest (every rank: gpuutil analyze --ranks-out FILE)")
+
+
+def _straggler_causes(view: Dict[str, Any]) -> Dict[int, str]:
+    return {int(f["rank"]): str(f.get("cause") or "?") for f in stragglers(view["findings"])}
+
+
+def _cluster_page(report: Dict[str, Any], title: str) -> List[str]:
+    """The body of a cluster report's page (see the module's paragraph)."""
+    view = cluster_view(report)
+    summary = report.get("summary") or {}
+    cluster = summary.get("cluster") or {}
+    findings = report.get("findings") or []
+    body: List[str] = [f"<h1>{_e(title)}</h1>"]
+    if findings:
+        body.append(f'<p class="top">Top finding: <b>{_e(findings[0].get("title", ""))}</b> — '
+                    f'{_e(findings[0].get("fix", ""))}</p>')
+    src = report.get("source") or {}
+    body.append(f"<p class=\"src\">Cluster report: {_e(summary.get('ranks_analyzed', '-'))} of "
+                f"{_e(cluster.get('world_size', '-'))} ranks analysed, {_e(cluster.get('steps_compared', '-'))} "
+                f"steps compared, {_e(cluster.get('collective_instances', '-'))} collective instances matched "
+                f"({(src.get('bytes') or 0) / 1e6:.1f} MB of traces read).</p>")
+    if view is not None and view["ranks"]:
+        body.append(ranks_table(view))
+        reasons = cluster.get("missing_reasons") or []
+        if reasons:
+            body.append("<ul class=\"missing\">" + "".join(
+                f"<li>{_e('rank ' + str(m['rank']) if m.get('rank') is not None else m.get('input'))}: "
+                f"{_e(m.get('reason'))}</li>" for m in reasons[:SHOWN_RANKS]) + "</ul>")
+        mat = _heat_strip.matrix_of(report, view)
+        if mat is not None:
+            body.append(_heat_strip.section(mat, _straggler_causes(view)))
+    body.append("<h2>Findings</h2>")
+    body.append(_finding_list(findings))
+    diags = report.get("diagnostics") or []
+    if diags:
+        body.append("<h2>Diagnostics</h2><ul>" + "".join(
+            f"<li>{_e(d.get('severity'))}: {_e(d.get('name'))} ({_e(d.get('count'))} on {_e(d.get('ranks'))} "
+            f"ranks): {_e(d.get('description'))}</li>" for d in diags) + "</ul>")
+    return body
+
+
+def _finding_ranks(f: Dict[str, Any]) -> str:
+    ranks = f.get("ranks")
+    if not isinstance(ranks, list) or not ranks:
+        return ""
+    shown = ", ".join(str(r) for r in ranks[:16]) + (f" and {len(ranks) - 16} more" if len(ranks) > 16 else "")
+    return f"Ranks: {_e(shown)}<br>"
+
+
 def _finding_where(f: Dict[str, Any]) -> str:
     if f.get("id") != "straggler" or f.get("rank") is None:
-        return ""
+        return _finding_ranks(f)
     host = f" ({f['host']})" if f.get("host") else ""
     return f"Rank {_e(f['rank'])}{_e(host)}, cause: {_e(f.get('cause') or '?')}<br>"
 
@@ -288,6 +370,9 @@ def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report"
     """The self-contained HTML page for a run (one report or a JSONL's reports)."""
     records = [r for r in reports if r.get("schema") == CLUSTER_SCHEMA]
     reports = [r for r in reports if r.get("schema") != CLUSTER_SCHEMA]
+    fanned = [r for r in reports if r.get("kind") == "cluster"]
+    if fanned:
+        return _page(title, _cluster_page(fanned[-1], title), True)
     view = _latest_cluster_view(reports + records[-1:])
     series = _device_series(reports)
     # The run's findings, once: a JSONL's step reports folded by the C++ run
@@ -326,6 +411,9 @@ def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report"
         body.append(f"<p>{len(series) - MAX_DEVICES} more devices not plotted.</p>")
     if view is not None and view["ranks"]:
         body.append(ranks_table(view))
+        mat = _heat_strip.matrix_of(reports[-1] if reports else {}, view)
+        if mat is not None:
+            body.append(_heat_strip.section(mat, _straggler_causes(view)))
     body.append("<h2>Findings</h2>")
     body.append(_finding_list(findings))
     diags = reports[-1].get("diagnostics", []) if reports else []
@@ -333,12 +421,16 @@ def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report"
         body.append("<h2>Diagnostics</h2><ul>" + "".join(
             f"<li>{_e(d.get('severity'))}: {_e(d.get('name'))} ({_e(d.get('count'))}): {_e(d.get('description'))}</li>"
             for d in diags) + "</ul>")
+    return _page(title, body, view is not None and bool(view["ranks"]))
+
+
+def _page(title: str, body: List[str], with_ranks: bool) -> str:
     style = ("body{font-family:sans-serif;margin:20px;max-width:920px;color:#212121;background:#fff}"
              ".legend span{display:inline-block;margin-right:12px;font-size:12px}"
              ".legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}"
              "svg{display:block;margin:6px 0 18px}.top{font-size:15px;padding:8px;background:#fff3e0}"
              ".findings li{margin-bottom:8px;font-size:13px}")
-    if view is not None and view["ranks"]:
+    if with_ranks:
         style += _RANKS_STYLE
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(title)}</title><style>{style}</style></head><body>"

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 from gpuutil import _core
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuutil._profile import Profile
+    from gpuutil._collectors import CollectorHandle
 
 CLUSTER_SCHEMA = "gpuutil.cluster/1"
 _CLOCK_ROUNDS = 5
@@ -70,7 +70,7 @@ class ClusterCollector:
     per_step = False  # works after each report batch (after_report)
     collects_gpu = False
 
-    def __init__(self, prof: "Profile", *, interval_ms: float, timeout_s: float, leader: int) -> None:
+    def __init__(self, prof: "CollectorHandle", *, interval_ms: float, timeout_s: float, leader: int) -> None:
         self._prof = prof
         self._interval_ns = int(interval_ms * 1e6)
         self._timeout_s = timeout_s
@@ -106,20 +106,20 @@ class ClusterCollector:
         self.clock_sync_cpu_s: Optional[float] = None  # of which the clock sync (once per profile)
 
     # -- Collector protocol -------------------------------------------------
-    def start(self, prof: "Profile") -> Optional[str]:
+    def start(self, prof: "CollectorHandle") -> Optional[str]:
         self._try_activate()
         return None
 
-    def on_step_end(self, prof: "Profile") -> None:
+    def on_step_end(self, prof: "CollectorHandle") -> None:
         pass
 
     def complete_until_ns(self) -> Optional[int]:
         return None
 
-    def stop(self, prof: "Profile") -> None:
+    def stop(self, prof: "CollectorHandle") -> None:
         pass  # the last batch goes out in after_report(final=True), after the last steps are reported
 
-    def after_report(self, prof: "Profile", final: bool = False) -> None:
+    def after_report(self, prof: "CollectorHandle", final: bool = False) -> None:
         """On the training thread after each report batch: hands this rank's
         new step summaries to the exchange thread (at most every
         interval); writes a changed cluster view to the JSON Lines file."""
@@ -149,7 +149,7 @@ class ClusterCollector:
         self._report_problems()
 
     def _report_problems(self) -> None:
-        session = self._prof._session
+        session = self._prof.session
         if self.off is not None and not self._off_reported and self.world_size > 1:
             self._off_reported = True
             session.add_standing_diagnostic("cluster_off", self.off)
@@ -170,8 +170,8 @@ class ClusterCollector:
         self._view_written = view
         record = {"schema": CLUSTER_SCHEMA, "rank": self.rank, "time_ns": _core.now_ns()}
         record.update(view)
-        self._prof._session.write_jsonl_line(json.dumps(record, separators=(",", ":")))
-        self._prof._emit_cluster(record)  # tracker sinks with on_cluster (integrations/sinks.py)
+        self._prof.session.write_jsonl_line(json.dumps(record, separators=(",", ":")))
+        self._prof.emit_cluster(record)  # tracker sinks with on_cluster (integrations/sinks.py)
 
     # -- activation -------------------------------------------------------------
     def _try_activate(self) -> bool:
@@ -202,7 +202,7 @@ class ClusterCollector:
 
         self._store = dist.PrefixStore(f"gpuutil/{_profiles_started}/", store)
         self.rank, self.world_size = rank, world
-        self._prof._session.keep_rank_steps(4096)
+        self._prof.session.keep_rank_steps(4096)
         self._active = True
         target = self._lead if rank == self._leader else self._follow
 
@@ -217,7 +217,7 @@ class ClusterCollector:
         return True
 
     def _publish(self, final: bool) -> None:
-        text, dropped, n = self._prof._session.take_rank_batch_json(
+        text, dropped, n = self._prof.session.take_rank_batch_json(
             self.rank,
             self._host,
             finished=final,

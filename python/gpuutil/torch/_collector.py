@@ -40,7 +40,7 @@ from gpuutil.torch._flops_measure import FlopsMeasurement
 from gpuutil.torch._loader import LoaderSettingsWatch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuutil._profile import Profile
+    from gpuutil._collectors import CollectorHandle
 
 
 class TorchCollector:
@@ -52,7 +52,7 @@ class TorchCollector:
 
     def __init__(
         self,
-        prof: "Profile",
+        prof: "CollectorHandle",
         *,
         forward_hooks: bool = True,
         function_scope: Optional[bool] = None,
@@ -95,7 +95,7 @@ class TorchCollector:
         #: "libtorch" (RecordFunction observer) or "python" (fallback hooks).
         self.mode = ""
 
-    def start(self, prof: "Profile") -> Optional[str]:
+    def start(self, prof: "CollectorHandle") -> Optional[str]:
         self._ext, reason = _ext.load(build=False)
         if self._ext is not None:
             self.mode = "libtorch"
@@ -118,7 +118,7 @@ class TorchCollector:
                 detail_flag=self._detail_flag,
             )
             self._ext.drain()  # discard anything from an earlier session
-            self._drainer = _core.TorchHookDrain(prof._session, self._ext.api())
+            self._drainer = _core.TorchHookDrain(prof.session, self._ext.api())
             self._ext.start(self._function_scope, self._autograd_nodes, False, self.user_scope_always)
             self._set_detail(prof, self._schedule.wants(0))
         else:
@@ -126,7 +126,7 @@ class TorchCollector:
             self._hooks = PythonHooks(prof, forward_hooks=self._forward_hooks, python_ranges=True)
             prof.step_diagnostics.append(("torch_hook_fallback", f"LibTorch hook {reason}; using Python-level hooks"))
         self._hooks.install()
-        self.loaders = LoaderSettingsWatch(prof._session)
+        self.loaders = LoaderSettingsWatch(prof.session)
         self.loaders.install()
         if getattr(prof, "flops_mode", None) == "measure":
             self._flops = FlopsMeasurement(prof)
@@ -136,20 +136,20 @@ class TorchCollector:
         if self._drainer is not None:
             self._drainer.drain()
 
-    def _set_detail(self, prof: "Profile", want: bool) -> None:
+    def _set_detail(self, prof: "CollectorHandle", want: bool) -> None:
         """Switches the hook's detail tier (at a step boundary) and tells the session."""
         on = bool(self._ext.set_detail(want))
         self._detail_flag[0] = on
-        prof._session.set_detail(_now_ns(), on)
+        prof.session.set_detail(_now_ns(), on)
 
-    def on_step_end(self, prof: "Profile") -> None:
+    def on_step_end(self, prof: "CollectorHandle") -> None:
         """At the step boundaries steps_until_due() asks for (and whenever
         a report batch is due): the detail tier for the next step, forward
         discovery, FLOPs measurement while it runs, and with CUDA the
         allocator sample. The rings are drained before each report batch
         (before_report), and after each detail step (its per-op ranges
         fill them faster)."""
-        index = prof._path.boundaries  # the step starting now (1 at the first boundary)
+        index = prof.path.boundaries  # the step starting now (1 at the first boundary)
         if self._ext is not None:
             if self._detail_flag[0]:
                 self._drain()
@@ -163,22 +163,22 @@ class TorchCollector:
         if self._cuda:
             self._sample_allocator(prof)
             if not self._devices_set:
-                self._devices_set = set_device_info(prof._session)
+                self._devices_set = set_device_info(prof.session)
 
-    def steps_until_due(self, prof: "Profile") -> int:
+    def steps_until_due(self, prof: "CollectorHandle") -> int:
         """How many boundaries from now on_step_end must next run at: every
         one with CUDA (the allocator sample), while FLOPs are measured and
         while the detail tier is on; else at the next detail step or forward
         rediscovery, whichever comes first."""
         if self._cuda or self._detail_flag[0] or (self._flops is not None and not self._flops.done):
             return 1
-        index = prof._path.boundaries
+        index = prof.path.boundaries
         k = self._hooks.steps_until_due(index) if self._hooks is not None else 1 << 40
         if self._ext is not None:
             k = min(k, self._schedule.steps_until_wanted(index))
         return k
 
-    def before_report(self, prof: "Profile") -> None:
+    def before_report(self, prof: "CollectorHandle") -> None:
         """Before each report batch: the hook's rings into the session (they
         hold 4,096 ranges per thread; a batch spans report_interval_ms).
         A multi-rank gloo job that came up after the profile started turns
@@ -190,15 +190,15 @@ class TorchCollector:
                 self._hooks.loader_off[0] = True
             self._ext.set_user_scope_always(True)
 
-    def after_report(self, prof: "Profile", final: bool = False) -> None:
+    def after_report(self, prof: "CollectorHandle", final: bool = False) -> None:
         """A finding that fired for the first time asks for a detail step
         (culprits for it)."""
-        seen = prof._session.findings_seen
+        seen = prof.session.findings_seen
         if seen > self._findings_seen:
             self._findings_seen = seen
             self._schedule.request()
 
-    def _sample_allocator(self, prof: "Profile") -> None:
+    def _sample_allocator(self, prof: "CollectorHandle") -> None:
         """PyTorch's caching allocator per CUDA device, once per step end, as
         counters (each step's health: allocated, reserved, peak allocated)."""
         if not self._cuda:
@@ -207,7 +207,7 @@ class TorchCollector:
         if not stats:
             return
         now = _core.now_ns()
-        session = prof._session
+        session = prof.session
         for device, allocated, reserved, peak in stats:
             session.add_counter("torch_allocated_bytes", now, device, allocated)
             session.add_counter("torch_reserved_bytes", now, device, reserved)
@@ -220,14 +220,14 @@ class TorchCollector:
         boundary: reports lag one step."""
         if self._dist() is None:
             return None
-        return int(self._prof._path.prev_boundary_ns)
+        return int(self._prof.path.prev_boundary_ns)
 
     def wait_complete(self, t_ns: int) -> Optional[int]:
         """flush(): everything recorded by now is drained."""
         self._drain()
         return None
 
-    def stop(self, prof: "Profile") -> None:
+    def stop(self, prof: "CollectorHandle") -> None:
         if self._flops is not None:
             self._flops.stop()
         if self._ext is not None:

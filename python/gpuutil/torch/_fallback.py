@@ -53,7 +53,7 @@ from gpuutil.torch._forward import ForwardRanges
 from gpuutil.torch._patch import patch
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuutil._profile import Profile
+    from gpuutil._collectors import CollectorHandle
 
 _now_ns = _core.now_ns
 
@@ -71,11 +71,11 @@ def on_accelerator(t: Any) -> bool:
 
 
 class PythonHooks:
-    """Installs and removes the Python-level hooks for one Profile."""
+    """Installs and removes the Python-level hooks for one profile (its collector handle)."""
 
     def __init__(
         self,
-        prof: "Profile",
+        prof: "CollectorHandle",
         *,
         forward_hooks: bool = True,
         python_ranges: bool = True,
@@ -94,7 +94,7 @@ class PythonHooks:
         USER_SCOPE ranges itself: those hooks then let the call through
         untimed."""
         self._prof = prof
-        self._path = prof._path
+        self._path = prof.path
         self._python_ranges = python_ranges
         self._loader_hooks = loader_hooks or python_ranges
         #: loader_off[0]: the DataLoader and zero_grad wrappers let calls
@@ -134,8 +134,7 @@ class PythonHooks:
         # The boundary's Python side (report batches, collectors, sinks) runs
         # from the optimizer post-hook, which can be inside a compiled
         # optimizer.step: Dynamo compiles none of it (gpuutil.torch._compile).
-        prof_cls = type(self._prof)
-        quiet_frames(prof_cls._on_due, prof_cls.auto_step_boundary, recursive=True)
+        quiet_frames(*self._prof.boundary_callbacks, recursive=True)
         # Registered now, not at its first range (which may fall inside
         # compiled code, where the registration's Python frames would be
         # frames Dynamo looks at).

@@ -9,7 +9,7 @@ so with automatic steps it is exactly one optimizer step, input fetch
 included. FlopCounterMode counts what PyTorch has FLOP formulas for
 (matmuls, convolutions, attention): the dominant terms of most models.
 
-The count is handed to the profile (``Profile.set_measured_flops``): every
+The count is handed to the profile (``CollectorHandle.set_measured_flops``): every
 step analysed from then on, including steps already closed but not yet
 reported, gets MFU from it, with ``flops_source: "measured"``; the
 ``flops_measured_step`` diagnostic names the inflated step.
@@ -20,13 +20,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuutil._profile import Profile
+    from gpuutil._collectors import CollectorHandle
 
 
 class FlopsMeasurement:
     """Counts the FLOPs of the step between boundaries ``measure_after`` and ``measure_after + 1``."""
 
-    def __init__(self, prof: "Profile", *, measure_after: int = 1) -> None:
+    def __init__(self, prof: "CollectorHandle", *, measure_after: int = 1) -> None:
         self._prof = prof
         self._measure_after = measure_after
         self._boundaries = 0
@@ -55,7 +55,7 @@ class FlopsMeasurement:
         mode.__exit__(None, None, None)
         self.flops = float(mode.get_total_flops())
         if self.flops > 0:
-            self._prof.set_measured_flops(self.flops, self._prof._next_step - 1)
+            self._prof.set_measured_flops(self.flops, self._prof.path.next_step - 1)
 
     def stop(self) -> None:
         """Leaves the mode if the profile stops in the middle of the measured step."""

@@ -12,14 +12,19 @@ kinds gpuutil enabled. So gpuutil steps aside:
   gpuutil synchronises the devices, waits for its records, disables its
   kinds, force-flushes every buffer back and restores CUPTI's clock;
 * after that profiler's ``__exit__`` (which disabled Kineto's kinds and
-  flushed its buffers) gpuutil takes CUPTI back;
+  flushed its buffers) gpuutil takes CUPTI back. The patches are on the
+  class, so a profiler entered on any thread is seen; until the last one
+  seen entering has exited, a step boundary never takes CUPTI back (the
+  profiler state it reads is thread-local and does not show a profiler
+  on another thread);
 * a profiler started some other way is caught at the next step boundary
   (``torch._C._autograd._profiler_enabled()``), later and so with a gap;
   that client already set its kinds, per-id API enables, clock and
   callbacks, so gpuutil touches none of them and only marks the steps
-  (``suspend(why, since_ns)``). A client this thread cannot see (Kineto's
-  on-demand tracing, a profiler on another thread) is detected in C++
-  (``cupti_taken_over``, docs/live-collection.md);
+  (``suspend(why, since_ns)``). A client no Python entry point shows
+  (Kineto's on-demand tracing through dynolog, a profiler started from
+  C++ on another thread) is detected in C++ (``cupti_taken_over``,
+  docs/live-collection.md);
 * torch's experimental CUPTI monitor (``torch.profiler._cupti_monitor``,
   torch >= 2.13; also what ``torch.profiler.profile`` uses with
   ``experimental_config`` backend ``cupti_monitor``, which passes
@@ -170,6 +175,11 @@ class ProfilerGuard:
         self._found_cpu_only = False
         # torch's CUPTI monitor holds CUPTI: only its stop gives it back.
         self._held_by_monitor = False
+        # GPU-tracing profilers seen entering through the patched
+        # ``_prepare_trace`` and not yet exited, on any thread: only their
+        # ``__exit__`` gives CUPTI back (the thread-local profiler state a
+        # step boundary reads does not show one on another thread).
+        self._entered_gpu_profilers = 0
 
     def adopt_running(self) -> str:
         """At gpuutil's start, with a profiler already on: "" when it leaves
@@ -202,10 +212,15 @@ class ProfilerGuard:
 
         def _prepare_trace(prof: Any, *args: Any, **kwargs: Any) -> Any:
             if not traces_gpu(prof):
-                guard._cpu_only_profilers += 1
-                prof._gpuutil_cpu_only = True
-            elif guard.suspended_for is None:
-                guard._enter("torch.profiler started (CUDA activity); gpuutil handed CUPTI over until it stops")
+                if not getattr(prof, "_gpuutil_cpu_only", False):
+                    guard._cpu_only_profilers += 1
+                    prof._gpuutil_cpu_only = True
+            else:
+                if not getattr(prof, "_gpuutil_gpu", False):
+                    prof._gpuutil_gpu = True
+                    guard._entered_gpu_profilers += 1
+                if guard.suspended_for is None:
+                    guard._enter("torch.profiler started (CUDA activity); gpuutil handed CUPTI over until it stops")
             return prepare(prof, *args, **kwargs)
 
         def __exit__(prof: Any, *args: Any, **kwargs: Any) -> Any:
@@ -215,8 +230,13 @@ class ProfilerGuard:
                 if getattr(prof, "_gpuutil_cpu_only", False):
                     prof._gpuutil_cpu_only = False
                     guard._cpu_only_profilers = max(0, guard._cpu_only_profilers - 1)
-                elif guard.suspended_for is not None and not profiler_enabled() and not guard._held_by_monitor:
-                    guard._leave()
+                else:
+                    if getattr(prof, "_gpuutil_gpu", False):
+                        prof._gpuutil_gpu = False
+                        guard._entered_gpu_profilers = max(0, guard._entered_gpu_profilers - 1)
+                    if (guard.suspended_for is not None and guard._entered_gpu_profilers == 0
+                            and not profiler_enabled() and not guard._held_by_monitor):
+                        guard._leave()
 
         cls._prepare_trace = _prepare_trace
         cls.__exit__ = __exit__
@@ -267,7 +287,7 @@ class ProfilerGuard:
         if not self._held_by_monitor:
             return
         self._held_by_monitor = False
-        if self.suspended_for is not None and not profiler_enabled():
+        if self.suspended_for is not None and not profiler_enabled() and self._entered_gpu_profilers == 0:
             self._leave()
 
     def uninstall(self) -> None:
@@ -287,7 +307,8 @@ class ProfilerGuard:
                 return
             self._enter("torch.profiler (or another Kineto client) was found running at a step boundary; "
                         "GPU records from when it started are missing", step_start_ns)
-        elif not enabled and self.suspended_for is not None and not self._held_by_monitor:
+        elif (not enabled and self.suspended_for is not None and not self._held_by_monitor
+              and self._entered_gpu_profilers == 0):
             self._leave()
 
     def _enter(self, why: str, since_ns: Optional[int] = None) -> None:

@@ -54,6 +54,7 @@ std::string CuptiApi::bind(void* h) {
   sym(h, "cuptiEnableCallback", EnableCallback);
   sym(h, "cuptiActivitySetAttribute", ActivitySetAttribute);
   sym(h, "cuptiGetTimestamp", GetTimestamp);
+  sym(h, "cuptiGetStreamIdEx", GetStreamIdEx);
   return "";
 }
 

@@ -47,6 +47,8 @@ struct CuptiApi {
   CUptiResult (*EnableCallback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) = nullptr;
   CUptiResult (*ActivitySetAttribute)(CUpti_ActivityAttribute, size_t*, void*) = nullptr;
   CUptiResult (*GetTimestamp)(uint64_t*) = nullptr;
+  // A stream handle to CUPTI's stream id (what activity records carry).
+  CUptiResult (*GetStreamIdEx)(CUcontext, CUstream, uint8_t, uint32_t*) = nullptr;
 
   void* handle = nullptr;  // dlopen handle (never dlclosed: CUPTI may still call us)
   std::string path;        // the library that was loaded

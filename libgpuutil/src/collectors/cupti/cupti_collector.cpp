@@ -149,7 +149,7 @@ void CUPTIAPI CallbackAccess::api(void*, CUpti_CallbackDomain domain, CUpti_Call
 
 uint32_t CuptiCollector::compiled_major() { return CUPTI_API_VERSION / 10000; }
 
-CuptiCollector::CuptiCollector(Session& session, CuptiCollectorOptions options)
+CuptiCollector::CuptiCollector(EventSink& session, CuptiCollectorOptions options)
     : session_(session), options_(std::move(options)) {
   sem_init(&wake_, 0, 0);
   install_atfork_once();
@@ -323,9 +323,14 @@ void CuptiCollector::watch_takeover() {
     // Taken back from another client: calls made before went to it.
     tracker_->on_device_sync(t, 0);
     tracker_->on_flush_drained(t);
+    tracker_->take_presumed(nullptr);  // forgotten, not missing
   }
+  int64_t presumed_since = INT64_MAX;
+  const uint64_t presumed = tracker_->take_presumed(&presumed_since);
   if (!watching_.load(std::memory_order_acquire)) return;  // suspended or stopping: CUPTI is not expected to be ours
   TakeoverObservation o;
+  o.presumed_missing = presumed;
+  o.presumed_since_ns = presumed_since;
   o.now_ns = session_now_ns();
   o.last_buffer_event_ns = last_buffer_event_ns_.load(std::memory_order_relaxed);
   o.buffers_outstanding = pool_->outstanding();
@@ -339,6 +344,8 @@ void CuptiCollector::watch_takeover() {
   TakeoverCause cause;
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
+    // Looked at only while launches are presumed done (the scan stops at the first launch).
+    if (presumed > 0 || watch_->presumption_pending()) o.device_work_waiting = tracker_->device_work_waiting();
     change = watch_->observe(o);
     why = watch_->why();
     since = watch_->since_ns();
@@ -430,10 +437,12 @@ std::string CuptiCollector::start(const std::string& suspended_why) {
   calls_at_sizing_ = records_at_sizing_ = 0;
   call_names_.clear();
   call_name_ids_.clear();
+  unnamed_call_ids_.clear();
   flush_interval_ns_ = int64_t(options_.drain_poll_ms) * 1'000'000;
   progress_ns_ = session_now_ns();
   progress_records_ = 0;
   stuck_corr_ = 0;
+  stream_tried_corr_ = 0;
   evicted_floor_ns_ = INT64_MAX;
   given_up_until_ns_ = INT64_MIN;
   int64_t quiet_ns = options_.takeover_quiet_ns;
@@ -488,6 +497,7 @@ std::string CuptiCollector::start(const std::string& suspended_why) {
 }
 
 void CuptiCollector::drain_completed() {
+  tracker_->begin_drain(session_now_ns());  // stream progress is stamped with it
   drain_calls();  // calls first: a device record may come before its call, not the other way round
   uint8_t* buffer;
   size_t valid;
@@ -594,20 +604,43 @@ void CuptiCollector::drain_calls() {
     if (c.flags & kCallSync) tracker_->on_device_sync(c.end_ns, c.context);
     if (c.flags & kCallHostRecord) tracker_->on_host_call(c.correlation_id, c.start_ns, c.thread);
     if (c.flags & kCallEnqueue) {
+      // The kernel's name when CUPTI gave one (symbolName), else what the
+      // call is (a copy, a graph, a launch that named no kernel).
       uint32_t name = 0;
-      if (c.name[0] != '\0') {
-        auto [it, added] = call_name_ids_.emplace(c.name, uint32_t(call_names_.size() + 1));
-        if (added) call_names_.push_back(c.name);
+      const uint32_t call_key = (uint32_t(c.domain) << 17) | ((c.flags & kCallGraph) ? 1u << 16 : 0u) | c.cbid;
+      if (c.name[0] == '\0') {
+        if (auto hit = unnamed_call_ids_.find(call_key); hit != unnamed_call_ids_.end()) name = hit->second;
+      }
+      if (name == 0) {
+        const std::string label = c.name[0] != '\0' ? std::string(c.name) : unnamed_call(c);
+        auto [it, added] = call_name_ids_.emplace(label, uint32_t(call_names_.size() + 1));
+        if (added) call_names_.push_back(label);
         name = it->second;
+        if (c.name[0] == '\0') unnamed_call_ids_.emplace(call_key, name);
       }
       tracker_->on_enqueue(c.correlation_id, c.start_ns, c.thread, (c.flags & kCallGraph) != 0, c.context,
-                           kUnknownStream, name);
+                           kUnknownStream, name, StreamRef{c.stream_kind, c.stream_handle, c.context_handle});
     }
   }
 }
 
 std::string CuptiCollector::call_name(uint32_t id) const {
-  return id >= 1 && id <= call_names_.size() ? call_names_[id - 1] : "an unnamed launch";
+  // 0: learnt from its API record (no callback API), which names no kernel.
+  return id >= 1 && id <= call_names_.size() ? call_names_[id - 1]
+                                             : "a launch whose kernel name CUPTI did not give (learnt from its API record)";
+}
+
+std::string CuptiCollector::unnamed_call(const LearntCall& c) const {
+  const char* raw = nullptr;
+  std::string api = "an API call";
+  if (api_.GetCallbackName != nullptr &&
+      api_.GetCallbackName(static_cast<CUpti_CallbackDomain>(c.domain), c.cbid, &raw) == CUPTI_SUCCESS && raw) {
+    api = std::string(api_base_name(raw));
+  }
+  if (c.flags & kCallGraph) return "a CUDA graph launched by " + api;
+  if (api.find("Memcpy") != std::string::npos) return "a copy (" + api + ")";
+  if (api.find("Memset") != std::string::npos) return "a memset (" + api + ")";
+  return "a kernel whose name CUPTI did not give, launched by " + api;
 }
 
 namespace {
@@ -627,13 +660,35 @@ void CuptiCollector::watch_stuck(int64_t now) {
     progress_records_ = records;
     progress_ns_ = now;
   }
-  const LaunchTracker::Waiting w = tracker_->oldest_waiting();
+  LaunchTracker::Waiting w = tracker_->oldest_waiting();
   if (stuck_corr_ != 0 && w.correlation_id != stuck_corr_) {
     session_.end_interval(Diag::gpu_stuck, now);
     stuck_corr_ = 0;
   }
   if (w.start_ns == INT64_MAX || stuck_corr_ != 0) return;
-  const int64_t quiet_since = std::max(progress_ns_, w.start_ns);
+  if (now - w.start_ns < options_.stuck_after_ns) return;  // not waiting long enough to be stuck
+  // Its stream, resolved once, lazily: only a launch waiting this long
+  // costs a vendor call (on this thread, never at API exit).
+  if (w.stream == kUnknownStream && w.correlation_id != stream_tried_corr_) {
+    stream_tried_corr_ = w.correlation_id;
+    uint32_t id = kUnknownStream;
+    if (w.ref.kind == kStreamPerThread) {
+      id = tracker_->per_thread_stream(w.thread, w.context);
+    } else if (!resolve_stream(api_, w.ref.kind, w.ref.handle, w.ref.context, &id)) {
+      id = kUnknownStream;
+    }
+    if (id != kUnknownStream) {
+      tracker_->set_stream(w.correlation_id, id);
+      w.stream = id;
+    }
+  }
+  // Progress on its own stream when that stream ever delivered a record
+  // (a hung stream beside busy ones is still named), else on any stream.
+  int64_t progress = progress_ns_;
+  if (w.stream != kUnknownStream) {
+    if (const int64_t p = tracker_->stream_progress_ns(w.context, w.stream); p != INT64_MIN) progress = p;
+  }
+  const int64_t quiet_since = std::max(progress, w.start_ns);
   if (now - quiet_since < options_.stuck_after_ns) return;
   stuck_corr_ = w.correlation_id;
   ++stuck_count_;
@@ -724,7 +779,8 @@ void CuptiCollector::drain_loop() {
       bool silent;
       {
         std::lock_guard<std::mutex> lock(watch_mu_);
-        silent = watch_->cause() == TakeoverCause::kBuffersSilent;
+        silent = watch_->cause() == TakeoverCause::kBuffersSilent ||
+                 watch_->cause() == TakeoverCause::kRecordsElsewhere;
       }
       const int64_t now = session_now_ns();
       if (silent && now - last_flush_ns_ >= 1'000'000'000) {

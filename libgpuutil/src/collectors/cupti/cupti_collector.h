@@ -1,5 +1,5 @@
 // The live CUPTI activity collector: owns the CUPTI registration, the buffer
-// pool and the drain thread, and feeds one Session.
+// pool and the drain thread, and feeds one EventSink (the live Session).
 //
 // Flow: CUPTI's buffer-requested callback takes a pool buffer (never
 // allocates; an empty pool is a counted starvation), the buffer-completed
@@ -25,9 +25,10 @@
 // holding most of the buffer pool, the tracker's table): then the oldest
 // held steps are reported incomplete (Session::mark_incomplete_until,
 // steps[].complete false, cupti_step_incomplete), never as idle. When no
-// device record arrived for stuck_after_ns while the oldest launch waits,
-// "GPU stuck in <kernel> ... since t" is a gpu_stuck diagnostic and
-// finding. The drain thread flushes while a boundary waits, adaptively:
+// device record of its stream arrived for stuck_after_ns while the oldest
+// launch waits, "GPU stuck in <kernel> on stream N since t" is a gpu_stuck
+// diagnostic and finding (N resolved from the call's stream handle then,
+// on the drain thread; api_callbacks.h). The drain thread flushes while a boundary waits, adaptively:
 // every drain_poll_ms once data caught up with the boundaries, doubling up
 // to max_flush_interval_ms while the GPU trails.
 //
@@ -93,7 +94,7 @@
 #include "collectors/cupti/launch_tracker.h"
 #include "collectors/cupti/record_decoder.h"
 #include "collectors/cupti/takeover_watch.h"
-#include "gpuutil/session.h"
+#include "gpuutil/event_sink.h"
 
 namespace gpuutil::cupti {
 
@@ -140,7 +141,7 @@ struct CuptiCounters {
 
 class CuptiCollector {
  public:
-  CuptiCollector(Session& session, CuptiCollectorOptions options);
+  CuptiCollector(EventSink& session, CuptiCollectorOptions options);
   ~CuptiCollector();  // stop()
   CuptiCollector(const CuptiCollector&) = delete;
   CuptiCollector& operator=(const CuptiCollector&) = delete;
@@ -204,6 +205,7 @@ class CuptiCollector {
   void enable_callbacks();
   void restore_clock();
   std::string call_name(uint32_t id) const;
+  std::string unnamed_call(const LearntCall& c) const;  // drain thread: what a call that named no kernel is
   void forced_flush_on_drain_thread();
   void watch_takeover();        // drain thread, after a flush it made while waiting
   void forget_other_clients(bool finalized);  // control path: what another client took or reset is not gpuutil's
@@ -216,7 +218,7 @@ class CuptiCollector {
   std::string enable_kinds();
   void disable_kinds();
 
-  Session& session_;
+  EventSink& session_;
   CuptiCollectorOptions options_;
   CuptiApi api_;
   CuptiRelease release_;
@@ -229,6 +231,7 @@ class CuptiCollector {
   // Drain thread: completeness state.
   std::vector<std::string> call_names_;        // kernel names of learnt calls (id - 1)
   std::unordered_map<std::string, uint32_t> call_name_ids_;
+  std::unordered_map<uint32_t, uint32_t> unnamed_call_ids_;  // (domain, graph, cbid) -> id in call_names_
   int64_t given_up_until_ns_ = INT64_MIN;      // steps ending before it were reported incomplete
   uint64_t boundaries_seen_ = 0;               // step_boundary() calls (guarded by flush_mu_)
   int64_t sized_at_ns_ = 0;                    // drain thread: the last buffer sizing (maxNumRecords)
@@ -237,6 +240,7 @@ class CuptiCollector {
   uint64_t flushes_ = 0, steps_given_up_ = 0, stuck_count_ = 0;
   uint64_t progress_records_ = 0;              // device records seen at the last progress check
   int64_t progress_ns_ = INT64_MIN;            // when a device record last arrived
+  uint32_t stream_tried_corr_ = 0;             // the launch whose stream watch_stuck resolved last
   uint32_t stuck_corr_ = 0;                    // the launch named stuck now (0: none)
   int64_t evicted_floor_ns_ = INT64_MAX;       // launches evicted by the memory bound began here
   std::unique_ptr<BufferPool> pool_;

@@ -34,11 +34,31 @@ void LaunchTracker::evict_if_full() {
   }
 }
 
+void LaunchTracker::learn_per_thread(const Entry& e, uint32_t stream, uint32_t context) {
+  if (e.ref.kind == kStreamPerThread) per_thread_[{e.thread, context != 0 ? context : e.context}] = stream;
+}
+
+uint32_t LaunchTracker::per_thread_stream(uint64_t thread, uint32_t context) const {
+  const auto it = per_thread_.find({thread, context});
+  return it == per_thread_.end() ? kUnknownStream : it->second;
+}
+
+int64_t LaunchTracker::stream_progress_ns(uint32_t context, uint32_t stream) const {
+  const auto it = stream_progress_.find(stream_key(context, stream));
+  return it == stream_progress_.end() ? INT64_MIN : it->second;
+}
+
+void LaunchTracker::set_stream(uint32_t corr, uint32_t stream) {
+  const auto it = entries_.find(corr);
+  if (it != entries_.end()) it->second.stream = stream;
+}
+
 void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread, bool graph, uint32_t context,
-                               uint32_t stream, uint32_t name) {
+                               uint32_t stream, uint32_t name, StreamRef ref) {
   if (captured(thread, start_ns)) return;  // recorded into a graph: nothing runs now
   const EarlyRecord early = early_[corr % kEarlySlots];
   const bool device_seen = early.correlation_id == corr && corr != 0;
+  if (device_seen && ref.kind == kStreamPerThread) per_thread_[{thread, context}] = early.stream;
   if (device_seen && !graph) return;  // its record is already here
   const auto existing = entries_.find(corr);
   if (existing != entries_.end()) {  // learnt twice (callback and API record): keep the earliest start
@@ -52,6 +72,7 @@ void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread,
   e.context = context;
   e.stream = stream;
   e.name = name;
+  e.ref = ref;
   if (graph) graphs_.push_back(corr);
   if (device_seen) {
     e.device_seen = true;
@@ -107,6 +128,11 @@ void LaunchTracker::on_capture_end(uint64_t thread, int64_t t_ns) {
 
 void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) {
   ++device_records_;
+  if (const uint64_t key = stream_key(context, stream); key != progress_key_ || progress_slot_ == nullptr) {
+    progress_slot_ = &stream_progress_[key];
+    progress_key_ = key;
+  }
+  *progress_slot_ = now_ns_;
   // Later work on a stream a graph ran on means the whole graph finished.
   for (size_t i = 0; i < graphs_.size();) {
     const uint32_t g = graphs_[i];
@@ -141,6 +167,7 @@ void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) 
   auto it = entries_.find(corr);
   if (it == entries_.end()) return;
   Entry& e = it->second;
+  learn_per_thread(e, stream, context);
   if (!e.graph) {
     entries_.erase(it);
     return;
@@ -169,7 +196,13 @@ void LaunchTracker::on_flush_drained(int64_t flush_start_ns) {
       auto next = std::next(it);
       const Entry& e = it->second;
       const bool same_context = s->context == 0 || e.context == 0 || e.context == s->context;
-      if (same_context && !e.api_only && e.start_ns < s->end_ns) erase(it);
+      if (same_context && !e.api_only && e.start_ns < s->end_ns) {
+        if (!e.device_seen) {
+          ++presumed_;
+          presumed_earliest_ns_ = std::min(presumed_earliest_ns_, e.start_ns);
+        }
+        erase(it);
+      }
       it = next;
     }
     s = syncs_.erase(s);
@@ -186,6 +219,8 @@ LaunchTracker::Waiting LaunchTracker::oldest_waiting() const {
       w.context = it->second.context;
       w.stream = it->second.stream;
       w.name = it->second.name;
+      w.thread = it->second.thread;
+      w.ref = it->second.ref;
     }
   }
   return w;

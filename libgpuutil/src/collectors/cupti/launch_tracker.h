@@ -35,6 +35,15 @@
 //   and memory, when to stop waiting. The table holds at most max_entries;
 //   past that the oldest is evicted and counted (take_evicted()).
 //
+// - Streams: a call learnt at API exit carries its raw stream handle and
+//   context (StreamRef), not CUPTI's stream id; the collector resolves it
+//   only for a launch it is about to name stuck (set_stream). Progress is
+//   kept per (context, stream id): the time of the last drain in which a
+//   device record of that stream arrived (stream_progress_ns), so a hung
+//   stream is told apart from one that still delivers. A per-thread default
+//   stream's id is learnt from the device records of that thread's earlier
+//   launches on it (per_thread_stream): only its own thread could ask CUPTI.
+//
 // Vendor-free: it sees correlation ids, times, contexts and streams decoded
 // by RecordDecoder or the collector's API callback. Contract: used by one
 // thread (the collector's drain thread).
@@ -51,6 +60,21 @@ namespace gpuutil::cupti {
 
 constexpr uint32_t kUnknownStream = UINT32_MAX;
 
+// Which stream a learnt call enqueued on, as its parameters say.
+enum StreamKind : uint8_t {
+  kStreamNone = 0,       // the call carries no stream gpuutil reads
+  kStreamExplicit = 1,   // a stream handle (StreamRef::handle)
+  kStreamLegacy = 2,     // the legacy default stream of its context (NULL, cudaStreamLegacy)
+  kStreamPerThread = 3,  // the calling thread's per-thread default stream (cudaStreamPerThread, NULL in _ptsz calls)
+};
+
+// A call's stream before it is resolved: raw handles, never dereferenced.
+struct StreamRef {
+  uint8_t kind = kStreamNone;  // StreamKind
+  uint64_t handle = 0;         // the CUstream (kStreamExplicit)
+  uint64_t context = 0;        // the CUcontext of the call
+};
+
 class LaunchTracker {
  public:
   explicit LaunchTracker(size_t max_entries = size_t(1) << 20) : max_entries_(max_entries) {}
@@ -59,7 +83,16 @@ class LaunchTracker {
   // `context`: CUPTI's context id (0 unknown); `stream`: CUPTI's stream id
   // (kUnknownStream); `name`: the caller's id of the kernel's name (0 none).
   void on_enqueue(uint32_t correlation_id, int64_t start_ns, uint64_t thread, bool graph, uint32_t context = 0,
-                  uint32_t stream = kUnknownStream, uint32_t name = 0);
+                  uint32_t stream = kUnknownStream, uint32_t name = 0, StreamRef ref = {});
+  // The stream id the collector resolved for a waiting call.
+  void set_stream(uint32_t correlation_id, uint32_t stream);
+  // The drain that follows happens at now_ns (stream progress is stamped with it).
+  void begin_drain(int64_t now_ns) { now_ns_ = now_ns; }
+  // When a device record of (context, stream) last arrived; INT64_MIN never.
+  int64_t stream_progress_ns(uint32_t context, uint32_t stream) const;
+  // The id of `thread`'s per-thread default stream in `context`, learnt from
+  // its earlier launches' device records; kUnknownStream when none came yet.
+  uint32_t per_thread_stream(uint64_t thread, uint32_t context) const;
   // A call learnt at API exit that enqueues nothing but whose API record the
   // analysis uses (a stream or event sync, an event record): done once its
   // API record arrived (on_api_record), which a held buffer may delay.
@@ -84,6 +117,8 @@ class LaunchTracker {
     uint32_t context = 0;
     uint32_t stream = kUnknownStream;
     uint32_t name = 0;
+    uint64_t thread = 0;
+    StreamRef ref;  // its stream before resolution (stream == kUnknownStream)
   };
   // The oldest enqueue still waiting for its records.
   Waiting oldest_waiting() const;
@@ -97,8 +132,29 @@ class LaunchTracker {
     entries_.clear();
     graphs_.clear();
     syncs_.clear();
+    take_presumed(nullptr);
   }
   uint64_t device_records() const { return device_records_; }  // seen so far (progress)
+  // Enqueues that on_flush_drained() declared done (a device sync and a
+  // drained flush after them) with no device record of their own, since the
+  // last call; *earliest_start_ns: the earliest start among them. Normally
+  // their records were withheld in a buffer CUPTI still holds; with no
+  // buffer held, they went to another client (TakeoverWatch).
+  uint64_t take_presumed(int64_t* earliest_start_ns) {
+    const uint64_t n = presumed_;
+    if (earliest_start_ns != nullptr) *earliest_start_ns = presumed_earliest_ns_;
+    presumed_ = 0;
+    presumed_earliest_ns_ = INT64_MAX;
+    return n;
+  }
+  // Whether any enqueue of device work waits (not only API records): a
+  // scan that stops at the first one.
+  bool device_work_waiting() const {
+    for (const auto& kv : entries_) {
+      if (!kv.second.api_only) return true;
+    }
+    return false;
+  }
 
  private:
   struct Entry {
@@ -110,8 +166,11 @@ class LaunchTracker {
     uint32_t context = 0;
     uint32_t stream = kUnknownStream;
     uint32_t name = 0;
+    StreamRef ref;
     std::vector<uint32_t> streams;  // graphs: where its records ran
   };
+  static uint64_t stream_key(uint32_t context, uint32_t stream) { return (uint64_t(context) << 32) | stream; }
+  void learn_per_thread(const Entry& e, uint32_t stream, uint32_t context);
   struct Capture {
     int64_t begin_ns;
     int64_t end_ns;  // INT64_MAX while open
@@ -139,9 +198,16 @@ class LaunchTracker {
   static constexpr size_t kEarlySlots = 8192;
   std::vector<EarlyRecord> early_ = std::vector<EarlyRecord>(kEarlySlots);
   std::vector<uint32_t> api_seen_ = std::vector<uint32_t>(kEarlySlots);  // API records, the same way
+  int64_t now_ns_ = INT64_MIN;
+  std::unordered_map<uint64_t, int64_t> stream_progress_;  // stream_key -> last drain with a record of it
+  uint64_t progress_key_ = UINT64_MAX;                       // the last one touched (records come in runs)
+  int64_t* progress_slot_ = nullptr;                          // node-based: stays valid
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> per_thread_;  // (thread, context) -> its per-thread stream id
   uint64_t evicted_ = 0;
   int64_t evicted_latest_ns_ = INT64_MIN;
   uint64_t device_records_ = 0;
+  uint64_t presumed_ = 0;
+  int64_t presumed_earliest_ns_ = INT64_MAX;
 };
 
 }  // namespace gpuutil::cupti

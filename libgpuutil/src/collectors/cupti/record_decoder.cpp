@@ -35,7 +35,7 @@ uint32_t clamp_u32(int32_t v) { return v > 0 ? static_cast<uint32_t>(v) : 0u; }
 
 }  // namespace
 
-RecordDecoder::RecordDecoder(const CuptiApi& api, Session& session, int64_t pid, LaunchTracker* tracker,
+RecordDecoder::RecordDecoder(const CuptiApi& api, EventSink& session, int64_t pid, LaunchTracker* tracker,
                              bool os_tid_threads)
     : api_(api), session_(session), pid_(pid), tracker_(tracker), os_tid_threads_(os_tid_threads) {}
 
@@ -69,6 +69,22 @@ const RecordDecoder::KernelName& RecordDecoder::kernel_name(const char* name) {
   return kernel_names_.insert_or_assign(name, std::move(k)).first->second;
 }
 
+namespace {
+// cuptiGetCallbackName names a runtime call with the CUDA version that
+// introduced its ABI ("cudaDeviceSynchronize_v3020"); Kineto's traces and
+// users say "cudaDeviceSynchronize". Drop a trailing "_v<digits>" so live
+// names equal imported ones. Variants that are different calls ("_ptsz",
+// "_ptds") stay.
+void strip_version_suffix(std::string& name) {
+  const size_t v = name.rfind("_v");
+  if (v == std::string::npos || v == 0 || v + 2 >= name.size()) return;
+  for (size_t i = v + 2; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return;
+  }
+  name.resize(v);
+}
+}  // namespace
+
 const RecordDecoder::ApiName& RecordDecoder::api_name(CUpti_CallbackDomain domain, uint32_t cbid) {
   const uint64_t key = (uint64_t(domain) << 32) | cbid;
   auto it = api_names_.find(key);
@@ -79,11 +95,16 @@ const RecordDecoder::ApiName& RecordDecoder::api_name(CUpti_CallbackDomain domai
   }
   std::string text = name ? name : (domain == CUPTI_CB_DOMAIN_DRIVER_API ? "cu" : "cuda") + std::string("Api#") +
                                        std::to_string(cbid);
+  strip_version_suffix(text);
   ApiName a{session_.intern(text), classify_api(text), api_role(text)};
   return api_names_.emplace(key, a).first->second;
 }
 
 uint32_t RecordDecoder::thread(uint32_t tid) {
+  if (const uint64_t g = session_.thread_generation(); g != threads_generation_) {
+    threads_.clear();  // a key now names a newer thread
+    threads_generation_ = g;
+  }
   auto it = threads_.find(tid);
   if (it != threads_.end()) return it->second;
   const uint32_t idx = os_tid_threads_ ? session_.thread_index_for_os_tid(pid_, tid) : session_.thread_index(pid_, tid);

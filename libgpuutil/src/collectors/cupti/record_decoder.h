@@ -22,7 +22,9 @@
 // Threads: API records carry CUPTI's thread id, (uint32_t)pthread_self() by
 // default; that is the session's thread key for every source
 // (gpuutil/thread_key.h). When another tool switched CUPTI to OS thread ids
-// (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), threads are joined by OS tid.
+// (CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM), threads are joined by OS tid. A
+// key that a source has since met on a new thread (a reused pthread_t: the
+// sink's thread_generation() changed) names that newest thread.
 //
 // Contract: one decoder per collector, used only by its drain thread. It
 // caches names by CUPTI's name pointer / callback id, so the session lock is
@@ -37,7 +39,7 @@
 #include "collectors/cupti/cupti_api.h"
 #include "collectors/cupti/launch_tracker.h"
 #include "gpuutil/range_classify.h"
-#include "gpuutil/session.h"
+#include "gpuutil/event_sink.h"
 
 namespace gpuutil::cupti {
 
@@ -55,7 +57,7 @@ class RecordDecoder {
  public:
   // `tracker` may be null (decode benchmarks). `os_tid_threads`: CUPTI
   // reports OS thread ids instead of pthread_self().
-  RecordDecoder(const CuptiApi& api, Session& session, int64_t pid, LaunchTracker* tracker = nullptr,
+  RecordDecoder(const CuptiApi& api, EventSink& session, int64_t pid, LaunchTracker* tracker = nullptr,
                 bool os_tid_threads = false);
 
   // Decodes every record in buffer[0, valid_bytes).
@@ -87,7 +89,7 @@ class RecordDecoder {
   void track_device(uint32_t correlation_id, uint32_t stream, uint32_t context);
 
   const CuptiApi& api_;
-  Session& session_;
+  EventSink& session_;
   int64_t pid_;
   LaunchTracker* tracker_;
   bool os_tid_threads_;
@@ -96,6 +98,7 @@ class RecordDecoder {
   std::unordered_map<const char*, KernelName> kernel_names_;
   std::unordered_map<uint64_t, ApiName> api_names_;
   std::unordered_map<uint32_t, uint32_t> threads_;
+  uint64_t threads_generation_ = 0;  // the sink's thread_generation() threads_ was filled under
 };
 
 }  // namespace gpuutil::cupti

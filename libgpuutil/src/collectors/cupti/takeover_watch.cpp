@@ -18,6 +18,9 @@ void TakeoverWatch::attached(int64_t now_ns, int64_t clock_skew_ns) {
   since_ns_ = taken_at_ns_ = INT64_MIN;
   outstanding_at_take_ = 0;
   skew_at_take_ns_ = 0;
+  pending_missing_ = 0;
+  pending_since_ns_ = INT64_MAX;
+  pending_at_ns_ = INT64_MIN;
 }
 
 TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
@@ -25,7 +28,8 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
     // Only silence can end: gpuutil's buffers flow again (a false alarm,
     // e.g. a long kernel with the host blocked). Gone callbacks and another
     // clock stay until gpuutil attaches again.
-    if (cause_ == TakeoverCause::kBuffersSilent && o.last_buffer_event_ns > taken_at_ns_) {
+    if ((cause_ == TakeoverCause::kBuffersSilent || cause_ == TakeoverCause::kRecordsElsewhere) &&
+        o.last_buffer_event_ns > taken_at_ns_) {
       cause_ = TakeoverCause::kNone;
       since_ns_ = taken_at_ns_ = INT64_MIN;
       last_progress_ns_ = o.last_buffer_event_ns;
@@ -43,6 +47,20 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
   } else {
     if (quiet_observations_++ == 0) quiet_first_ns_ = o.now_ns;
   }
+  // Launches a sync finished whose records never came: owed to gpuutil
+  // unless a buffer came back (or was asked for) since the earliest of them.
+  if (o.presumed_missing > 0) {
+    if (pending_missing_ == 0) pending_at_ns_ = o.now_ns;
+    pending_missing_ += o.presumed_missing;
+    pending_since_ns_ = std::min(pending_since_ns_, o.presumed_since_ns);
+  }
+  if (pending_missing_ != 0 && o.last_buffer_event_ns >= pending_since_ns_) {
+    pending_missing_ = 0;
+    pending_since_ns_ = INT64_MAX;
+  }
+  const bool records_elsewhere =
+      pending_missing_ != 0 &&
+      (o.buffers_outstanding == 0 || (o.now_ns - pending_at_ns_ >= kPresumedConfirmNs && !o.device_work_waiting));
   // Records are owed to gpuutil: buffers it handed out, or calls it saw made.
   const bool owed = o.buffers_outstanding > 0 || calls_seen_ > calls_at_progress_;
   TakeoverCause seen = TakeoverCause::kNone;
@@ -51,6 +69,8 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
   } else if (clock_probe_usable_ && o.clock_skew_ns != INT64_MIN &&
              std::llabs(o.clock_skew_ns - clock_baseline_ns_) > kClockJumpNs) {
     seen = TakeoverCause::kClockReplaced;
+  } else if (records_elsewhere) {
+    seen = TakeoverCause::kRecordsElsewhere;
   } else if (owed && quiet_observations_ >= kMinQuietObservations && o.now_ns - last_progress_ns_ >= quiet_ns_ &&
              o.now_ns - quiet_first_ns_ >= quiet_ns_ / 2) {
     seen = TakeoverCause::kBuffersSilent;
@@ -58,6 +78,9 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
   if (seen == TakeoverCause::kNone) return Change::kNone;
   cause_ = seen;
   since_ns_ = last_progress_ns_;
+  presumed_at_take_ = pending_missing_;
+  pending_missing_ = 0;
+  pending_since_ns_ = INT64_MAX;
   taken_at_ns_ = o.now_ns;
   outstanding_at_take_ = o.buffers_outstanding;
   calls_at_take_ = calls_seen_ - calls_at_progress_;
@@ -82,6 +105,12 @@ std::string TakeoverWatch::why() const {
              " API calls were made and it kept flushing: another CUPTI client registered its own buffer callbacks "
              "(Kineto on-demand tracing through dynolog with KINETO_USE_DAEMON, torch.profiler started on another "
              "thread), or the GPU was stuck in one kernel with the host waiting for it";
+    case TakeoverCause::kRecordsElsewhere:
+      return std::to_string(presumed_at_take_) +
+             " launches finished by a device synchronisation delivered no record to gpuutil at the flush after it, "
+             "and no activity buffer came back to gpuutil or was requested from it: another CUPTI client registered "
+             "its own buffer callbacks or disabled gpuutil's activity kinds (Kineto on-demand tracing through dynolog with "
+             "KINETO_USE_DAEMON, torch.profiler started on another thread)";
     case TakeoverCause::kNone:
       break;
   }

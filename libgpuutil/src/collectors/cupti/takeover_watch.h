@@ -28,7 +28,21 @@
 //    flushing (flushes spanning at least half of it: the drain thread may
 //    not have flushed for a long idle while), the records went to another client. A GPU stuck in one
 //    kernel that long with the host blocked looks the same: the reason says
-//    so, and a buffer coming back ends the takeover (kBack).
+//    so, and a buffer coming back ends the takeover (kBack);
+//  - records owed and nowhere to be: launches whose work a device sync
+//    finished, a default flush after that sync drained, yet no record of
+//    theirs came, and no buffer was requested from or completed to gpuutil
+//    since the earliest such launch, while gpuutil held no buffer at all
+//    (seen at that flush), or, at a later flush (at least
+//    kPresumedConfirmNs on, so a launch still inside its API call then is
+//    learnt by now), still none came and no device work at all waits (a
+//    default flush withholds only a buffer holding an unfinished record,
+//    cupti_activity.h; a held empty prefetched buffer holds none). A
+//    finished record in a buffer gpuutil handed out would have come back:
+//    the buffers were requested from another client's callbacks, or another
+//    client disabled the kinds. Seen within a few flushes of the sync,
+//    whatever the clock; a buffer reaching gpuutil again ends it (kBack), as
+//    for silence.
 // The takeover starts at the last buffer gpuutil saw requested or
 // completed (or its attach): records after that may have gone elsewhere.
 //
@@ -48,6 +62,7 @@ enum class TakeoverCause {
   kCallbacksGone,   // a flush found no buffer callbacks registered (cuptiFinalize)
   kClockReplaced,   // cuptiGetTimestamp left the session clock (another client's clock, or CUPTI's again)
   kBuffersSilent,   // buffers outstanding, none requested or completed for quiet_ns while flushing
+  kRecordsElsewhere,  // synchronised launches' records never came, and no buffer of gpuutil's could hold them
 };
 
 struct TakeoverObservation {
@@ -57,6 +72,12 @@ struct TakeoverObservation {
   uint64_t calls_learnt = 0;                // API calls learnt at exit so far (0: no callback API)
   bool callbacks_missing = false;           // the flush said no buffer callbacks are registered
   int64_t clock_skew_ns = INT64_MIN;        // cuptiGetTimestamp - session clock; INT64_MIN: not probed
+  // Launches a device sync and a drained default flush after it declared
+  // done without a device record (LaunchTracker::take_presumed), and the
+  // earliest start among them.
+  uint64_t presumed_missing = 0;
+  int64_t presumed_since_ns = INT64_MAX;
+  bool device_work_waiting = true;  // any launch, copy or memset waits for its records now
 };
 
 class TakeoverWatch {
@@ -65,6 +86,7 @@ class TakeoverWatch {
   // The probe is usable when it read the session clock within this at attach.
   static constexpr int64_t kClockMatchNs = 100'000'000;
   static constexpr int kMinQuietObservations = 2;  // flushes after the last buffer event, spanning quiet_ns / 2
+  static constexpr int64_t kPresumedConfirmNs = 10'000'000;  // missing records with buffers held: looked at again after
 
   explicit TakeoverWatch(int64_t quiet_ns) : quiet_ns_(quiet_ns) {}
 
@@ -80,6 +102,8 @@ class TakeoverWatch {
   Change observe(const TakeoverObservation& o);
 
   bool taken() const { return cause_ != TakeoverCause::kNone; }
+  // Launches presumed done without their records wait for a later look.
+  bool presumption_pending() const { return pending_missing_ != 0; }
   TakeoverCause cause() const { return cause_; }
   // Where the takeover starts: the last buffer event or the attach before it.
   int64_t since_ns() const { return since_ns_; }
@@ -102,6 +126,10 @@ class TakeoverWatch {
   int64_t taken_at_ns_ = INT64_MIN;
   size_t outstanding_at_take_ = 0;
   uint64_t calls_at_take_ = 0;
+  uint64_t presumed_at_take_ = 0;
+  uint64_t pending_missing_ = 0;          // presumed-done launches whose records never came
+  int64_t pending_since_ns_ = INT64_MAX;  // the earliest of them
+  int64_t pending_at_ns_ = INT64_MIN;     // the observation that first saw them
   int64_t skew_at_take_ns_ = 0;
 };
 

@@ -7,7 +7,7 @@
 #include "collectors/nvml/nvml_api.h"
 #include "collectors/nvml/nvml_devices.h"
 #include "gpuutil/clock.h"
-#include "gpuutil/session.h"
+#include "gpuutil/event_sink.h"
 
 namespace gpuutil {
 
@@ -429,7 +429,7 @@ void NvmlSampler::drain(NameTable& names, std::vector<CounterSample>& out) {
   }
 }
 
-void NvmlSampler::drain(Session& session) {
+void NvmlSampler::drain(EventSink& session) {
   std::deque<Sample> taken;
   {
     std::lock_guard<std::mutex> lock(mu_);

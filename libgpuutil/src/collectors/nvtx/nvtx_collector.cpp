@@ -23,7 +23,7 @@ namespace {
 std::atomic<bool> g_collector_active{false};
 }  // namespace
 
-NvtxCollector::NvtxCollector(Session& session, NvtxCollectorOptions options)
+NvtxCollector::NvtxCollector(EventSink& session, NvtxCollectorOptions options)
     : session_(session), options_(std::move(options)) {}
 
 NvtxCollector::~NvtxCollector() {
@@ -178,7 +178,7 @@ uint64_t NvtxCollector::drain_locked() {
       stack.open.pop_back();
       const char* domain = e.domain < kMaxDomains ? abi_->domain_names[e.domain] : "";
       if (std::strcmp(domain, "gpuutil") == 0) continue;  // our own step ranges
-      Session::StagedRange& h = staged_.emplace_back();
+      EventSink::StagedRange& h = staged_.emplace_back();
       h.start_ns = to_ns(o.ticks);
       h.end_ns = std::max(h.start_ns, to_ns(e.ticks));
       static_assert(sizeof h.name >= kNameBytes, "a ring entry's name fits a staged range");

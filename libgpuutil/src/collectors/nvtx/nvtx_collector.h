@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "collectors/nvtx/nvtx_abi.h"
-#include "gpuutil/session.h"
+#include "gpuutil/event_sink.h"
 
 namespace gpuutil::nvtx {
 
@@ -50,7 +50,7 @@ struct NvtxCollectorOptions {
 
 class NvtxCollector {
  public:
-  NvtxCollector(Session& session, NvtxCollectorOptions options);
+  NvtxCollector(EventSink& session, NvtxCollectorOptions options);
   ~NvtxCollector();
   NvtxCollector(const NvtxCollector&) = delete;
   NvtxCollector& operator=(const NvtxCollector&) = delete;
@@ -94,14 +94,14 @@ class NvtxCollector {
   int64_t to_ns(uint64_t ticks) const;
   void calibrate();
 
-  Session& session_;
+  EventSink& session_;
   NvtxCollectorOptions options_;
   const Abi* abi_ = nullptr;
   bool running_ = false;
   int64_t owner_pid_ = 0;
   std::mutex drain_mu_;  // drain thread vs control thread; never on an NVTX call
   std::vector<ThreadState> threads_;
-  std::vector<Session::StagedRange> staged_;  // drained, not yet in the session (drain_mu_)
+  std::vector<EventSink::StagedRange> staged_;  // drained, not yet in the session (drain_mu_)
   uint64_t tick0_ = 0;
   int64_t ns0_ = 0;
   double ns_per_tick_ = 1.0;

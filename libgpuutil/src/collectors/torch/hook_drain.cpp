@@ -1,4 +1,4 @@
-// Hook rings -> Session (see hook_drain.h).
+// Hook rings -> the session's EventSink (see hook_drain.h).
 #include "collectors/torch/hook_drain.h"
 
 #include <unistd.h>
@@ -14,7 +14,7 @@ constexpr std::string_view kBackwardPrefix = "autograd::engine::evaluate_functio
 constexpr size_t kMaxCachedNames = 4096;  // distinct names cached; the cache restarts beyond
 }  // namespace
 
-HookDrain::HookDrain(Session& session, const GpuutilHookApi* api, bool skip_optimizer_step)
+HookDrain::HookDrain(EventSink& session, const GpuutilHookApi* api, bool skip_optimizer_step)
     : session_(session), api_(api), skip_optimizer_step_(skip_optimizer_step), pid_(::getpid()) {}
 
 uint64_t HookDrain::drain() {
@@ -59,17 +59,18 @@ const HookDrain::NameInfo& HookDrain::lookup(std::string_view name, int kind) {
 }
 
 uint32_t HookDrain::thread(int64_t thread_key, int64_t os_tid) {
-  if (thread_key == last_key_) return last_thread_;
-  auto it = threads_.find(thread_key);
+  if (thread_key == last_key_ && os_tid == last_os_tid_) return last_thread_;
+  auto it = threads_.find({thread_key, os_tid});
   if (it == threads_.end()) {
     // The kernel's name for the thread ("pt_autograd_0", ...); a thread the
     // session already knows (the training thread) keeps its name.
     std::string comm;
     std::ifstream f("/proc/self/task/" + std::to_string(os_tid) + "/comm");
     std::getline(f, comm);
-    it = threads_.emplace(thread_key, session_.thread_index(pid_, thread_key, comm, os_tid)).first;
+    it = threads_.emplace(std::make_pair(thread_key, os_tid), session_.thread_index(pid_, thread_key, comm, os_tid)).first;
   }
   last_key_ = thread_key;
+  last_os_tid_ = os_tid;
   last_thread_ = it->second;
   return last_thread_;
 }

@@ -1,4 +1,5 @@
-// Moves ranges recorded by gpuutil's LibTorch hook into a live Session.
+// Moves ranges recorded by gpuutil's LibTorch hook into a live session
+// (its EventSink, gpuutil/event_sink.h).
 //
 // The hook (python/gpuutil/torch/csrc/record_function_hook.cpp) is built
 // against the installed torch; the core is built without torch. They meet
@@ -18,7 +19,8 @@
 // - ranges dropped with the queues' slab used up are counted
 //   (torch_ranges_dropped);
 // - threads are the session threads of the key CUPTI records
-//   (gpuutil/thread_key.h), named by their OS tid.
+//   (gpuutil/thread_key.h), named by their OS tid; the OS tid is the key's
+//   generation (a pthread_t glibc reused for a later thread is a new thread).
 //
 // Contract: drain() from one thread at a time (the queues have one consumer).
 #pragma once
@@ -27,8 +29,9 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 
-#include "gpuutil/session.h"
+#include "gpuutil/event_sink.h"
 #include "hook_abi.h"
 
 namespace gpuutil::torch_hook {
@@ -37,7 +40,7 @@ class HookDrain {
  public:
   // `api` must outlive the drain; its version must be GPUUTIL_HOOK_API_VERSION
   // (check with compatible() first).
-  HookDrain(Session& session, const GpuutilHookApi* api, bool skip_optimizer_step = true);
+  HookDrain(EventSink& session, const GpuutilHookApi* api, bool skip_optimizer_step = true);
   static bool compatible(const GpuutilHookApi* api) {
     return api != nullptr && api->version == GPUUTIL_HOOK_API_VERSION;
   }
@@ -58,13 +61,14 @@ class HookDrain {
   const NameInfo& lookup(std::string_view name, int kind);
   uint32_t thread(int64_t thread_key, int64_t os_tid);
 
-  Session& session_;
+  EventSink& session_;
   const GpuutilHookApi* api_;
   bool skip_optimizer_step_;
   int64_t pid_;
   std::map<std::string, NameInfo, std::less<>> names_[3];  // by kind
-  std::map<int64_t, uint32_t> threads_;
+  std::map<std::pair<int64_t, int64_t>, uint32_t> threads_;  // by (thread key, OS tid)
   int64_t last_key_ = -1;
+  int64_t last_os_tid_ = -1;
   uint32_t last_thread_ = 0;
   uint64_t added_ = 0;
 };

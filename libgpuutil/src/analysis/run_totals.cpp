@@ -66,6 +66,7 @@ const char* outside_kind_name(OutsideKind k) {
     case OutsideKind::kEvaluation: return "evaluation";
     case OutsideKind::kCheckpoint: return "checkpoint";
     case OutsideKind::kCompileWarmup: return "compile_warmup";
+    case OutsideKind::kIncomplete: return "incomplete";
     case OutsideKind::kOther: break;
   }
   return "other";
@@ -266,17 +267,19 @@ RunTotals run_totals_of_reports(const std::vector<Report>& reports) {
       last_end_ns = any ? std::max(last_end_ns, s.end_ns) : s.end_ns;
       any = true;
     }
+    const bool incomplete = !r.steps.empty() && !r.steps.front().complete;
     const bool warmup = !r.steps.empty() && r.steps.front().compile_warmup;
-    if (!warmup) {
+    if (!warmup && !incomplete) {
       t.add(r);
       continue;
     }
-    // A torch.compile warm-up: reported, but kept out of the run's figures
-    // (as Session::collect_batch does).
+    // An incomplete step or a torch.compile warm-up: reported, but kept out
+    // of the run's figures (as Session::collect_batch does).
+    const OutsideKind kind = incomplete ? OutsideKind::kIncomplete : OutsideKind::kCompileWarmup;
     for (const StepReport& s : r.steps) {
       t.outside_steps_ns += s.wall_ns;
-      t.outside_named_ns[static_cast<size_t>(OutsideKind::kCompileWarmup)] += s.wall_ns;
-      ++t.compile_warmup_steps;
+      t.outside_named_ns[static_cast<size_t>(kind)] += s.wall_ns;
+      ++(incomplete ? t.incomplete_steps : t.compile_warmup_steps);
     }
   }
   int64_t named = 0;
