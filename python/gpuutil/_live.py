@@ -91,9 +91,12 @@ class CuptiCollector:
             stuck_after_ms=self.stuck_after_ms,
         )
         self._complete_until: Optional[int] = None
-        # The C++ control calls are serialised by the caller: the guard may
-        # suspend or resume from the thread a torch.profiler runs on while
-        # the training thread reaches a step boundary.
+        # suspend, resume, step_boundary and stop are serialised here: the
+        # guard may suspend or resume from the thread a torch.profiler runs
+        # on while the training thread reaches a step boundary. Only
+        # suspend waits under it (bounded by completion_wait_ms, for the
+        # records of work already launched, before CUPTI is handed over), so
+        # a step boundary can wait only while another profiler starts.
         self._control = threading.Lock()
         self._guard: Any = None
         self._torch_hook: Any = None  # installs the guard once the program imports torch
@@ -154,8 +157,10 @@ class CuptiCollector:
 
     def wait_complete(self, t_ns: int) -> Optional[int]:
         """Blocks until every launch before ``t_ns`` has its device record (bounded)."""
-        with self._control:
-            self._complete_until = self._live.wait_complete(t_ns, self.completion_wait_ms)
+        # Not under the control lock: this waits (bounded) on a report
+        # thread, and the training thread's step boundary must never wait
+        # for it (the C++ wait is safe beside step_boundary).
+        self._complete_until = self._live.wait_complete(t_ns, self.completion_wait_ms)
         return self._complete_until
 
     def stop(self, prof: "CollectorHandle") -> None:
