@@ -12,7 +12,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
-    from typing import List, Optional, Sequence
+    from typing import Any, Callable, List, Optional, Sequence
 
 
 def _type_error(message: str) -> Exception:
@@ -22,34 +22,32 @@ def _type_error(message: str) -> Exception:
     return argparse.ArgumentTypeError(message)
 
 
-def _positive_float(text: str) -> float:
+def _number(text: str, parse: "Callable[[str], Any]", kind: str, ok: "Callable[[Any], bool]", requirement: str) -> Any:
+    """``parse(text)`` when it gives a finite value that ``ok`` accepts, else
+    argparse's one-line error: "not <kind>" or "must be <requirement>"."""
     try:
-        v = float(text)
+        v = parse(text)
     except ValueError:
-        raise _type_error(f"not a number: {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise _type_error(f"must be a positive number: {text!r}")
+        raise _type_error(f"not {kind}: {text!r}") from None
+    if not math.isfinite(v) or not ok(v):
+        raise _type_error(f"must be {requirement}: {text!r}")
     return v
+
+
+def _positive_float(text: str) -> float:
+    return _number(text, float, "a number", lambda v: v > 0, "a positive number")
 
 
 def _unit_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise _type_error(f"not a number: {text!r}") from None
-    if not math.isfinite(v) or v < 0 or v > 1:
-        raise _type_error(f"must be between 0 and 1: {text!r}")
-    return v
+    return _number(text, float, "a number", lambda v: 0 <= v <= 1, "between 0 and 1")
 
 
 def _non_negative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise _type_error(f"not a number: {text!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise _type_error(f"must be a non-negative number: {text!r}")
-    return v
+    return _number(text, float, "a number", lambda v: v >= 0, "a non-negative number")
+
+
+def _positive_int(text: str) -> int:
+    return _number(text, int, "an integer", lambda v: v >= 1, "a positive integer")
 
 
 def _emit(out: str, path: Optional[str]) -> int:

@@ -228,5 +228,18 @@ TEST(CommunicationKernel, ComputeKernelsAreNot) {
   EXPECT_FALSE(is_communication_kernel(""));
 }
 
+// Live API names (cuptiGetCallbackName) are named as Kineto's traces name
+// them: the version goes, a per-thread-stream variant stays a variant.
+TEST(RangeClassify, ApiVersionSuffixIsDroppedOncePerThreadVariantsKept) {
+  EXPECT_EQ(strip_api_version("cudaDeviceSynchronize_v3020"), "cudaDeviceSynchronize");
+  EXPECT_EQ(strip_api_version("cudaLaunchKernel_ptsz_v7000"), "cudaLaunchKernel_ptsz");
+  EXPECT_EQ(strip_api_version("cuLaunchKernel"), "cuLaunchKernel");
+  EXPECT_EQ(strip_api_version("cuMemcpyHtoDAsync_v2_ptsz"), "cuMemcpyHtoDAsync_v2_ptsz");
+  EXPECT_EQ(strip_api_version("cudaFoo_v"), "cudaFoo_v");
+  EXPECT_EQ(strip_api_suffixes("cudaMemcpyAsync_ptsz_v7000"), "cudaMemcpyAsync");
+  EXPECT_EQ(strip_api_suffixes("cuMemcpyHtoDAsync_v2_ptsz"), "cuMemcpyHtoDAsync");
+  EXPECT_EQ(strip_api_suffixes("hipMemcpyAsync_spt"), "hipMemcpyAsync");
+}
+
 }  // namespace
 }  // namespace gpuutil

@@ -32,6 +32,16 @@ struct ApiClass {
 // CUDA runtime/driver and HIP names.
 ApiClass classify_api(std::string_view name);
 
+// An API name without the suffixes CUPTI and roctracer append, repeatedly:
+// version ("_v7000", "_v2") and per-thread stream ("_ptsz", "_ptds",
+// "_spt"). "cudaMemcpyAsync_ptsz_v7000" -> "cudaMemcpyAsync". A view into
+// `name`.
+std::string_view strip_api_suffixes(std::string_view name);
+// Only a trailing "_v<digits>" removed, once: the name Kineto's traces give
+// a call ("cudaDeviceSynchronize_v3020" -> "cudaDeviceSynchronize"), with
+// per-thread-stream variants ("cudaLaunchKernel_ptsz") kept apart.
+std::string_view strip_api_version(std::string_view name);
+
 // What a CUDA runtime/driver (or HIP) call means for live collection.
 enum class CaptureMark : uint8_t { kNone, kBegin, kEnd };
 struct ApiRole {

@@ -40,6 +40,27 @@ int64_t parse_non_negative(std::string_view digits) {
   return v;
 }
 
+// The API family prefix ("cuda", "cu", "hip") removed, or "" when the name is
+// not a CUDA runtime/driver or HIP call.
+std::string_view api_stem(std::string_view name) {
+  if (starts_with(name, "cuda")) return name.substr(4);
+  if (starts_with(name, "hip")) return name.substr(3);
+  if (starts_with(name, "cu")) return name.substr(2);
+  return {};
+}
+
+constexpr ApiClass kOtherApi{HostApiKind::kOther, SyncKind::kNone};
+
+}  // namespace
+
+std::string_view strip_api_version(std::string_view name) {
+  const size_t us = name.rfind("_v");
+  if (us != std::string_view::npos && us + 2 < name.size() && parse_non_negative(name.substr(us + 2)) >= 0) {
+    return name.substr(0, us);
+  }
+  return name;
+}
+
 // Strips the version / per-thread-stream suffixes CUPTI and roctracer append
 // to API names ("cudaLaunchKernel_v7000", "cudaMemcpyAsync_ptsz",
 // "cuMemcpyHtoDAsync_v2", "cudaStreamGetCaptureInfo_v2"), repeatedly.
@@ -53,29 +74,11 @@ std::string_view strip_api_suffixes(std::string_view name) {
       name.remove_suffix(4);
       continue;
     }
-    // "_v" followed by digits.
-    const size_t us = name.rfind("_v");
-    if (us != std::string_view::npos && us + 2 < name.size() &&
-        parse_non_negative(name.substr(us + 2)) >= 0) {
-      name = name.substr(0, us);
-      continue;
-    }
-    return name;
+    const std::string_view unversioned = strip_api_version(name);
+    if (unversioned.size() == name.size()) return name;
+    name = unversioned;
   }
 }
-
-// The API family prefix ("cuda", "cu", "hip") removed, or "" when the name is
-// not a CUDA runtime/driver or HIP call.
-std::string_view api_stem(std::string_view name) {
-  if (starts_with(name, "cuda")) return name.substr(4);
-  if (starts_with(name, "hip")) return name.substr(3);
-  if (starts_with(name, "cu")) return name.substr(2);
-  return {};
-}
-
-constexpr ApiClass kOtherApi{HostApiKind::kOther, SyncKind::kNone};
-
-}  // namespace
 
 bool is_phase_range(std::string_view name) {
   if (starts_with(name, "ProfilerStep") || starts_with(name, "gpuutil.step")) return true;

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from gpuutil._cli_common import _emit, _error, _type_error
+from gpuutil._cli_common import _emit, _error, _positive_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # pragma: no cover
@@ -18,16 +18,6 @@ if TYPE_CHECKING:  # pragma: no cover
 #: The fan-out's attributes of the parsed arguments, and their defaults (None: not given).
 OPTIONS = ("jobs", "executor", "scheduler", "address", "on_error", "rank_from_name", "world_size", "ranks_out")
 _FINANCE = ("usd_per_gpu_hour", "samples_per_step", "tokens_per_step", "quality")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise _type_error(f"not an integer: {text!r}") from None
-    if v < 1:
-        raise _type_error(f"must be a positive integer: {text!r}")
-    return v
 
 
 def add_arguments(a: "argparse.ArgumentParser") -> None:

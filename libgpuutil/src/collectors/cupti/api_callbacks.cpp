@@ -13,17 +13,6 @@
 
 namespace gpuutil::cupti {
 
-std::string_view api_base_name(std::string_view n) {
-  for (;;) {
-    const size_t u = n.rfind('_');
-    if (u == std::string_view::npos) return n;
-    const std::string_view tail = n.substr(u + 1);
-    const bool version = tail.size() >= 2 && tail[0] == 'v' && tail[1] >= '0' && tail[1] <= '9';
-    if (!version && tail != "ptsz" && tail != "ptds") return n;
-    n = n.substr(0, u);
-  }
-}
-
 namespace {
 
 // Copies and memsets whose parameter struct carries the byte count as a
@@ -132,7 +121,7 @@ void CallRoles::build(const CuptiApi& api, bool driver) {
       if (cls.kind == HostApiKind::kSynchronize && (cls.sync == SyncKind::kDevice || cls.sync == SyncKind::kContext)) {
         f |= kCallSync;
       }
-      if ((f & kCallEnqueue) && count_at_16(api_base_name(n))) f |= kCallCountAt16;
+      if ((f & kCallEnqueue) && count_at_16(strip_api_suffixes(n))) f |= kCallCountAt16;
       if (role.traced && !(f & kCallEnqueue)) f |= kCallHostRecord;
       table[id] = f;
       if (f & kCallEnqueue) streams[id] = stream_param(n);

@@ -128,7 +128,4 @@ bool learn_call(const CallRoles& roles, CUpti_CallbackDomain domain, uint32_t cb
 bool resolve_stream(const CuptiApi& api, uint8_t stream_kind, uint64_t stream_handle, uint64_t context_handle,
                     uint32_t* stream_id);
 
-// "cudaMemcpyAsync_ptsz_v7000" -> "cudaMemcpyAsync"; "cuMemcpyHtoDAsync_v2" -> "cuMemcpyHtoDAsync".
-std::string_view api_base_name(std::string_view callback_name);
-
 }  // namespace gpuutil::cupti

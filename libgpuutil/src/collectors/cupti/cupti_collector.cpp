@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "gpuutil/clock.h"
+#include "gpuutil/range_classify.h"
 
 namespace gpuutil::cupti {
 
@@ -635,7 +636,7 @@ std::string CuptiCollector::unnamed_call(const LearntCall& c) const {
   std::string api = "an API call";
   if (api_.GetCallbackName != nullptr &&
       api_.GetCallbackName(static_cast<CUpti_CallbackDomain>(c.domain), c.cbid, &raw) == CUPTI_SUCCESS && raw) {
-    api = std::string(api_base_name(raw));
+    api = std::string(strip_api_suffixes(raw));
   }
   if (c.flags & kCallGraph) return "a CUDA graph launched by " + api;
   if (api.find("Memcpy") != std::string::npos) return "a copy (" + api + ")";

@@ -69,22 +69,6 @@ const RecordDecoder::KernelName& RecordDecoder::kernel_name(const char* name) {
   return kernel_names_.insert_or_assign(name, std::move(k)).first->second;
 }
 
-namespace {
-// cuptiGetCallbackName names a runtime call with the CUDA version that
-// introduced its ABI ("cudaDeviceSynchronize_v3020"); Kineto's traces and
-// users say "cudaDeviceSynchronize". Drop a trailing "_v<digits>" so live
-// names equal imported ones. Variants that are different calls ("_ptsz",
-// "_ptds") stay.
-void strip_version_suffix(std::string& name) {
-  const size_t v = name.rfind("_v");
-  if (v == std::string::npos || v == 0 || v + 2 >= name.size()) return;
-  for (size_t i = v + 2; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9') return;
-  }
-  name.resize(v);
-}
-}  // namespace
-
 const RecordDecoder::ApiName& RecordDecoder::api_name(CUpti_CallbackDomain domain, uint32_t cbid) {
   const uint64_t key = (uint64_t(domain) << 32) | cbid;
   auto it = api_names_.find(key);
@@ -95,7 +79,9 @@ const RecordDecoder::ApiName& RecordDecoder::api_name(CUpti_CallbackDomain domai
   }
   std::string text = name ? name : (domain == CUPTI_CB_DOMAIN_DRIVER_API ? "cu" : "cuda") + std::string("Api#") +
                                        std::to_string(cbid);
-  strip_version_suffix(text);
+  // cuptiGetCallbackName's "cudaDeviceSynchronize_v3020" is Kineto's
+  // "cudaDeviceSynchronize": live names equal imported ones.
+  text.resize(strip_api_version(text).size());
   ApiName a{session_.intern(text), classify_api(text), api_role(text)};
   return api_names_.emplace(key, a).first->second;
 }
