@@ -1,10 +1,11 @@
 """A profiled DDP job on CPU (gloo) with a planted DataLoader stall, serving
-its gpuutil series on a port per rank, for the fleet end-to-end test
+its gpuutil series on a port per rank (one it binds itself and writes to
+DIR/port.<local rank>), for the fleet end-to-end test
 (test_fleet_e2e.py). Run it under torchrun:
 
     GPUUTIL_CUPTI_LIBRARY=build/tests/cpp/libfake_cupti.so \\
     torchrun --standalone --nproc-per-node 2 tests/python/fleet_job.py --out DIR \\
-        --ports 9401,9402 --uuids GPU-aaaa...,GPU-bbbb... --job-id fleet-e2e
+        --uuids GPU-aaaa...,GPU-bbbb... --job-id fleet-e2e
 
 Each rank's device is the project's fake CUPTI (tests/fake_cupti, loaded
 through GPUUTIL_CUPTI_LIBRARY like the real libcupti): every step launches
@@ -58,7 +59,6 @@ class SlowDataset(torch.utils.data.Dataset):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--ports", required=True, help="one port per local rank, comma-separated")
     ap.add_argument("--uuids", required=True, help="one GPU UUID per local rank, comma-separated")
     ap.add_argument("--job-id", required=True)
     ap.add_argument("--stall-ms", type=float, default=30.0)
@@ -76,7 +76,14 @@ def main() -> int:
     dist.init_process_group("gloo")
     rank, local = dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0"))
     metrics = prometheus.PrometheusMetrics(gpu_uuids=[args.uuids.split(",")[local]])
-    server = prometheus.serve(metrics, port=int(args.ports.split(",")[local]))
+    # A port of its own choosing (a port picked free by the test could be
+    # taken by torchrun's or gloo's sockets before this bind): the test reads
+    # it from port.<local rank> and only then points Prometheus at it.
+    server = prometheus.serve(metrics, port=0)
+    port_file = os.path.join(args.out, f"port.{local}")
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(server.server_port))
+    os.replace(port_file + ".tmp", port_file)
 
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(

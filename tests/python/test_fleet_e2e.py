@@ -177,22 +177,30 @@ def test_rules_dashboard_and_gpuutil_fleet_against_a_real_prometheus(tmp_path: P
     out, rules_dir = tmp_path / "job", tmp_path / "rules"
     out.mkdir()
     rules_dir.mkdir()
-    prom_port, ports = _free_port(), [_free_port(), _free_port()]
+    prom_port, ports = _free_port(), []
     base = f"http://127.0.0.1:{prom_port}"
 
     _Dcgm.page = _dcgm_page()
     dcgm = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Dcgm)
     threading.Thread(target=dcgm.serve_forever, daemon=True).start()
     config = tmp_path / "prometheus.yml"
-    config.write_text(json.dumps({
-        "global": {"scrape_interval": f"{SCRAPE_S:g}s", "evaluation_interval": f"{SCRAPE_S:g}s",
-                   "scrape_timeout": "900ms"},
-        "rule_files": [str(rules_dir / "*.yml")],
-        "scrape_configs": [
-            {"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{dcgm.server_port}"]}]},
-            {"job_name": "gpuutil", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}]},
-        ],
-    }))
+
+    def write_config() -> None:  # the job's endpoints once it said which ports it bound
+        config.write_text(json.dumps({
+            "global": {"scrape_interval": f"{SCRAPE_S:g}s", "evaluation_interval": f"{SCRAPE_S:g}s",
+                       "scrape_timeout": "900ms"},
+            "rule_files": [str(rules_dir / "*.yml")],
+            "scrape_configs": [
+                {"job_name": "dcgm-exporter", "static_configs": [{"targets": [f"127.0.0.1:{dcgm.server_port}"]}]},
+                {"job_name": "gpuutil", "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}]},
+            ],
+        }))
+
+    def reload() -> None:
+        with urllib.request.urlopen(urllib.request.Request(f"{base}/-/reload", method="POST"), timeout=10):
+            pass
+
+    write_config()
     prom_log = (tmp_path / "prometheus.log").open("w")
     job_log = (tmp_path / "job.log").open("w")
     prom = job = None
@@ -212,9 +220,14 @@ def test_rules_dashboard_and_gpuutil_fleet_against_a_real_prometheus(tmp_path: P
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GPUUTIL_CUPTI_LIBRARY=fake)
         job = subprocess.Popen(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(JOB),
-             "--out", str(out), "--ports", ",".join(map(str, ports)), "--uuids", ",".join(UUIDS[:2]),
+             "--out", str(out), "--uuids", ",".join(UUIDS[:2]),
              "--job-id", JOB_ID],
             env=env, stdout=job_log, stderr=subprocess.STDOUT, start_new_session=True)
+        _wait("both ranks' metrics ports", lambda: all((out / f"port.{r}").exists() for r in (0, 1)), 120,
+              [prom, job])
+        ports[:] = [int((out / f"port.{r}").read_text()) for r in (0, 1)]
+        write_config()
+        reload()
         _wait("both ranks' gpuutil_gpu_info in Prometheus",
               lambda: len(_query(base, "gpuutil_gpu_info")) == 2, 180, [prom, job])
         _wait("every target up", lambda: all(t["health"] == "up" for t in
@@ -225,8 +238,7 @@ def test_rules_dashboard_and_gpuutil_fleet_against_a_real_prometheus(tmp_path: P
         assert norules.returncode == 2 and "load deploy/prometheus/gpuutil-rules.yml" in norules.stderr
 
         shutil.copyfile(RULES, rules_dir / "gpuutil-rules.yml")
-        with urllib.request.urlopen(urllib.request.Request(f"{base}/-/reload", method="POST"), timeout=10):
-            pass
+        reload()
         _wait("the job's OEE recorded", lambda: _query(base, "job_id:gpuutil_oee_ratio:rate5m"), 60, [prom, job])
         alerts = _wait("the starved-pipeline alert", lambda: [
             a for a in _api(base, "/api/v1/alerts")["alerts"]
