@@ -336,6 +336,68 @@ TEST_P(Faithful, ABacklogThreeTimesTheOldBoundReportsNoBusyTimeAsIdle) {
   EXPECT_EQ(count(out, Diag::cupti_step_incomplete), 0u);
 }
 
+// CUPTI writes a call's API record when the call returns, after the
+// device record the call reserved in the same per-thread buffer. A flush
+// between the two (here: flushes every millisecond while a launch takes
+// 30 ms to return) closes the buffer holding the kernel's record, so the
+// API record opens the next one, which the next step's 150 ms kernel keeps
+// held. The kernel's record alone must not complete the launch: step 0 is
+// reported only with its launch's API record (its launch latency), and no
+// record comes late. Failed under api=exit with per-thread records before
+// the tracker waited for both (once in ctest -j4 runs on 2 cores).
+TEST_P(Faithful, ALaunchWaitsForItsApiRecordWhenAFlushSplitsItFromItsKernel) {
+  FakeCupti& fake = FakeCupti::get();
+  fake.reset(nullptr);
+  const auto flush_all = fake.driver<CUptiResult (*)(uint32_t)>("cuptiActivityFlushAll");
+  ASSERT_NE(flush_all, nullptr);
+  Session session(SessionOptions{});
+  LiveCollector live(session, pool());
+  ASSERT_EQ(live.start(), "");
+  std::vector<StepOutput> out;
+  const int64_t t0 = session_now_ns();
+  session.begin_step(0, t0);
+  std::atomic<bool> returned{false};
+  std::thread flusher([&] {
+    while (!returned.load()) {
+      flush_all(0);
+      usleep(1'000);
+    }
+  });
+  fake_cupti_work w{};
+  w.kind = FAKE_CUPTI_KERNEL;
+  w.name = "x";
+  w.stream = 7;
+  w.duration_ns = 1 * kMs;
+  w.latency_ns = 5000;
+  w.grid[0] = 132;
+  w.block[0] = 256;
+  fake_cupti_call c{};
+  c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  c.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  c.api_ns = 30 * kMs;
+  c.work = &w;
+  c.n_work = 1;
+  fake.call(&c);
+  returned = true;
+  flusher.join();
+  const int64_t t1 = session_now_ns();
+  session.end_step(t1);
+  session.begin_step(1, t1);
+  fake.launch("y", 7, 150 * kMs, 5000);
+  sleep_until(t1 + 10 * kMs);
+  session.end_step(session_now_ns());
+  for (auto& o : collect_for(session, live, 2, 3000)) out.push_back(std::move(o));
+  live.stop();
+  for (auto& o : session.finish(session_now_ns())) out.push_back(std::move(o));
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(count(out, Diag::cupti_records_late), 0u) << "the launch's API record came after its step was reported";
+  const StepReport& st = out[0].report.steps[0];
+  EXPECT_TRUE(st.complete);
+  ASSERT_EQ(st.devices.size(), 1u);
+  EXPECT_TRUE(st.devices[0].launch_latency_p50_ns.has_value()) << "step 0 was reported without its launch's API record";
+  EXPECT_EQ(st.devices[0].kernels, 1u);
+}
+
 // With the held-steps bound forced down to one step, steps whose kernel
 // still runs are reported at once as incomplete (complete: false, the
 // diagnostic, no findings), kept out of the run's totals; the kernel's

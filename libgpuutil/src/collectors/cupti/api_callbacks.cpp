@@ -123,6 +123,7 @@ void CallRoles::build(const CuptiApi& api, bool driver) {
       }
       if ((f & kCallEnqueue) && count_at_16(strip_api_suffixes(n))) f |= kCallCountAt16;
       if (role.traced && !(f & kCallEnqueue)) f |= kCallHostRecord;
+      if (role.traced && (f & kCallEnqueue)) f |= kCallApiRecord;
       table[id] = f;
       if (f & kCallEnqueue) streams[id] = stream_param(n);
       if (f != 0) ids.push_back(id);

@@ -60,6 +60,7 @@ enum CallFlag : uint8_t {
   kCallCaptureEnd = 16,    // and ends
   kCallCountAt16 = 32,     // its parameters carry the byte count as a size_t at offset 16
   kCallHostRecord = 64,    // enqueues nothing, but its API record is analysed (syncs, events)
+  kCallApiRecord = 128,    // enqueues, and its API record is traced: the tracker waits for both
 };
 
 // Where a call's parameters carry its stream handle.

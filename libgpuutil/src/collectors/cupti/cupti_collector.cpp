@@ -620,7 +620,8 @@ void CuptiCollector::drain_calls() {
         if (c.name[0] == '\0') unnamed_call_ids_.emplace(call_key, name);
       }
       tracker_->on_enqueue(c.correlation_id, c.start_ns, c.thread, (c.flags & kCallGraph) != 0, c.context,
-                           kUnknownStream, name, StreamRef{c.stream_kind, c.stream_handle, c.context_handle});
+                           kUnknownStream, name, StreamRef{c.stream_kind, c.stream_handle, c.context_handle},
+                           (c.flags & kCallApiRecord) != 0);
     }
   }
 }
@@ -661,7 +662,7 @@ void CuptiCollector::watch_stuck(int64_t now) {
     progress_records_ = records;
     progress_ns_ = now;
   }
-  LaunchTracker::Waiting w = tracker_->oldest_waiting();
+  LaunchTracker::Waiting w = tracker_->oldest_waiting(/*device_only=*/true);
   if (stuck_corr_ != 0 && w.correlation_id != stuck_corr_) {
     session_.end_interval(Diag::gpu_stuck, now);
     stuck_corr_ = 0;
@@ -712,7 +713,7 @@ void CuptiCollector::hold_steps_within_bounds(int64_t now) {
   if (give_up != INT64_MIN && give_up > complete_until_ns_.load() && give_up > given_up_until_ns_) {
     given_up_until_ns_ = give_up;
     ++steps_given_up_;
-    const LaunchTracker::Waiting w = tracker_->oldest_waiting();
+    const LaunchTracker::Waiting w = tracker_->oldest_waiting(/*device_only=*/true);
     std::string why = memory ? "CUPTI holds most of the activity buffer pool, or the launch table is nearly full "
                                "(memory bound)"
                              : "more than " + std::to_string(options_.max_held_steps) +
@@ -935,8 +936,9 @@ void CuptiCollector::stop() {
     // Everything CUPTI had is in. A launch still waiting was never finished
     // by the device (a hung kernel, work cut off by the stop): the steps
     // from its start on are incomplete, never idle.
+    // (A call waiting only for an API record lost that record.)
     tracker_->on_flush_drained(session_now_ns());
-    const LaunchTracker::Waiting w = tracker_->oldest_waiting();
+    const LaunchTracker::Waiting w = tracker_->oldest_waiting(/*device_only=*/true);
     if (w.start_ns != INT64_MAX) {
       session_.mark_complete_until(w.start_ns);
       session_.mark_incomplete_until(INT64_MAX, "device work launched at t=" + seconds(w.start_ns) + " (" +

@@ -10,6 +10,8 @@ namespace {
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 constexpr size_t kCapturesKept = 64;  // per thread
 constexpr int kWatermarkScan = 64;    // entries looked at past the first (call-order inversions)
+constexpr size_t kThreadsKept = 4096;  // threads whose latest API record is remembered
+constexpr size_t kApiWaitsKept = 4096;  // api_waits_ swept when longer
 }  // namespace
 
 bool LaunchTracker::captured(uint64_t thread, int64_t t_ns) const {
@@ -54,12 +56,18 @@ void LaunchTracker::set_stream(uint32_t corr, uint32_t stream) {
 }
 
 void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread, bool graph, uint32_t context,
-                               uint32_t stream, uint32_t name, StreamRef ref) {
+                               uint32_t stream, uint32_t name, StreamRef ref, bool api_record) {
   if (captured(thread, start_ns)) return;  // recorded into a graph: nothing runs now
   const EarlyRecord early = early_[corr % kEarlySlots];
   const bool device_seen = early.correlation_id == corr && corr != 0;
   if (device_seen && ref.kind == kStreamPerThread) per_thread_[{thread, context}] = early.stream;
-  if (device_seen && !graph) return;  // its record is already here
+  bool api_pending = api_record && corr != 0 && api_seen_[corr % kEarlySlots] != corr;
+  if (api_pending) {
+    // A later API record of its thread came already: its own came before it, or was lost.
+    const auto latest = api_latest_.find(thread);
+    if (latest != api_latest_.end() && latest->second > corr) api_pending = false;
+  }
+  if (device_seen && !graph && !api_pending) return;  // its records are already here
   const auto existing = entries_.find(corr);
   if (existing != entries_.end()) {  // learnt twice (callback and API record): keep the earliest start
     existing->second.start_ns = std::min(existing->second.start_ns, start_ns);
@@ -73,12 +81,58 @@ void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread,
   e.stream = stream;
   e.name = name;
   e.ref = ref;
-  if (graph) graphs_.push_back(corr);
-  if (device_seen) {
+  e.api_pending = api_pending;
+  if (device_seen && !graph) {  // only its API record is missing
     e.device_seen = true;
-    e.streams.assign(1, early.stream);
+    e.device_done = true;
+    note_api_wait(corr);
+  } else {
+    if (graph) graphs_.push_back(corr);
+    if (device_seen) {
+      e.device_seen = true;
+      e.streams.assign(1, early.stream);
+    }
   }
   evict_if_full();
+}
+
+void LaunchTracker::device_delivered(std::map<uint32_t, Entry>::iterator it) {
+  if (!it->second.api_pending) {
+    erase(it);
+    return;
+  }
+  if (it->second.graph) graphs_.erase(std::remove(graphs_.begin(), graphs_.end(), it->first), graphs_.end());
+  it->second.graph = false;
+  it->second.device_done = true;
+  note_api_wait(it->first);
+}
+
+void LaunchTracker::note_api_wait(uint32_t corr) {
+  api_waits_.push_back(corr);
+  // Ids whose record came since stay until the next flush drained; bounded.
+  if (api_waits_.size() > kApiWaitsKept) release_api_waits();
+}
+
+// Entries waiting only for an API record that a later API record of their
+// thread shows came before it (into a slot since reused) or was lost.
+void LaunchTracker::release_api_waits() {
+  for (size_t i = 0; i < api_waits_.size();) {
+    const auto it = entries_.find(api_waits_[i]);
+    bool drop = it == entries_.end() || !it->second.api_pending;
+    if (!drop) {
+      const auto latest = api_latest_.find(it->second.thread);
+      if (latest != api_latest_.end() && latest->second > it->first) {
+        entries_.erase(it);
+        drop = true;
+      }
+    }
+    if (drop) {
+      api_waits_[i] = api_waits_.back();
+      api_waits_.pop_back();
+    } else {
+      ++i;
+    }
+  }
 }
 
 void LaunchTracker::on_host_call(uint32_t corr, int64_t start_ns, uint64_t thread) {
@@ -91,10 +145,24 @@ void LaunchTracker::on_host_call(uint32_t corr, int64_t start_ns, uint64_t threa
   evict_if_full();
 }
 
-void LaunchTracker::on_api_record(uint32_t corr) {
+void LaunchTracker::on_api_record(uint32_t corr, uint64_t thread) {
   api_seen_[corr % kEarlySlots] = corr;
+  if (thread != 0) {
+    if (thread != api_latest_thread_ || api_latest_slot_ == nullptr) {  // records come in runs of one thread
+      if (api_latest_.size() >= kThreadsKept && api_latest_.count(thread) == 0) api_latest_.clear();  // bounded
+      api_latest_slot_ = &api_latest_[thread];  // node-based: stays valid until clear()
+      api_latest_thread_ = thread;
+    }
+    *api_latest_slot_ = std::max(*api_latest_slot_, corr);
+  }
   auto it = entries_.find(corr);
-  if (it != entries_.end() && it->second.api_only) entries_.erase(it);
+  if (it == entries_.end()) return;
+  Entry& e = it->second;
+  if (e.api_only || e.device_done) {
+    entries_.erase(it);  // (a stale api_waits_ id is dropped by release_api_waits)
+  } else {
+    e.api_pending = false;
+  }
 }
 
 void LaunchTracker::on_capture_begin(uint64_t thread, int64_t t_ns) {
@@ -157,7 +225,13 @@ void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) 
       }
     }
     if (done) {
-      entries_.erase(it);
+      if (it->second.api_pending) {
+        it->second.graph = false;
+        it->second.device_done = true;
+        note_api_wait(g);
+      } else {
+        entries_.erase(it);
+      }
       graphs_.erase(graphs_.begin() + static_cast<long>(i));
     } else {
       ++i;
@@ -168,8 +242,9 @@ void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) 
   if (it == entries_.end()) return;
   Entry& e = it->second;
   learn_per_thread(e, stream, context);
+  if (e.device_done) return;  // a second record of a done call (it waits for its API record)
   if (!e.graph) {
-    entries_.erase(it);
+    device_delivered(it);
     return;
   }
   e.device_seen = true;
@@ -187,6 +262,7 @@ void LaunchTracker::on_device_sync(int64_t end_ns, uint32_t context) {
 }
 
 void LaunchTracker::on_flush_drained(int64_t flush_start_ns) {
+  release_api_waits();
   for (auto s = syncs_.begin(); s != syncs_.end();) {
     if (flush_start_ns < s->end_ns) {
       ++s;
@@ -209,10 +285,11 @@ void LaunchTracker::on_flush_drained(int64_t flush_start_ns) {
   }
 }
 
-LaunchTracker::Waiting LaunchTracker::oldest_waiting() const {
+LaunchTracker::Waiting LaunchTracker::oldest_waiting(bool device_only) const {
   Waiting w;
   int scanned = 0;
   for (auto it = entries_.begin(); it != entries_.end() && scanned <= kWatermarkScan; ++it, ++scanned) {
+    if (device_only && (it->second.api_only || it->second.device_done)) continue;
     if (it->second.start_ns < w.start_ns) {
       w.correlation_id = it->first;
       w.start_ns = it->second.start_ns;

@@ -17,6 +17,13 @@
 //   correlation id (records may arrive before or after the call is learnt).
 //   Calls that enqueue nothing are never added: failed calls, zero-byte
 //   copies (the collector filters them at API exit).
+// - A call learnt at API exit whose API record is traced (api_record) is
+//   done only once that record came too: CUPTI writes it when the call
+//   returns, after the device record the call reserved, so a buffer closed
+//   between the two (a flush, a record-count rotation) leaves the API
+//   record in the next buffer, held by later launches' unfinished records.
+//   Its step's launch latency and host calls need it. A later API record of
+//   the same thread (written after it) means it came or was lost: done.
 // - A graph launch has many records with one correlation id and no count;
 //   it is done once a device record with a later correlation id arrives on a
 //   stream the graph ran on (CUDA orders later work on a stream behind the
@@ -82,8 +89,10 @@ class LaunchTracker {
   // An API call that enqueues device work (kernel, graph, copy, memset).
   // `context`: CUPTI's context id (0 unknown); `stream`: CUPTI's stream id
   // (kUnknownStream); `name`: the caller's id of the kernel's name (0 none).
+  // `api_record`: its API record is traced and has to come too (a call
+  // learnt at API exit); false when the call was learnt from that record.
   void on_enqueue(uint32_t correlation_id, int64_t start_ns, uint64_t thread, bool graph, uint32_t context = 0,
-                  uint32_t stream = kUnknownStream, uint32_t name = 0, StreamRef ref = {});
+                  uint32_t stream = kUnknownStream, uint32_t name = 0, StreamRef ref = {}, bool api_record = false);
   // The stream id the collector resolved for a waiting call.
   void set_stream(uint32_t correlation_id, uint32_t stream);
   // The drain that follows happens at now_ns (stream progress is stamped with it).
@@ -97,7 +106,8 @@ class LaunchTracker {
   // analysis uses (a stream or event sync, an event record): done once its
   // API record arrived (on_api_record), which a held buffer may delay.
   void on_host_call(uint32_t correlation_id, int64_t start_ns, uint64_t thread);
-  void on_api_record(uint32_t correlation_id);
+  // An API record arrived (`thread`: the id it carries).
+  void on_api_record(uint32_t correlation_id, uint64_t thread = 0);
   // Stream capture on `thread`: begin at t_ns, end at t_ns.
   void on_capture_begin(uint64_t thread, int64_t t_ns);
   void on_capture_end(uint64_t thread, int64_t t_ns);
@@ -120,8 +130,9 @@ class LaunchTracker {
     uint64_t thread = 0;
     StreamRef ref;  // its stream before resolution (stream == kUnknownStream)
   };
-  // The oldest enqueue still waiting for its records.
-  Waiting oldest_waiting() const;
+  // The oldest enqueue still waiting for its records; device_only: the
+  // oldest whose device work has not delivered (what a stuck GPU runs).
+  Waiting oldest_waiting(bool device_only = false) const;
   int64_t oldest_waiting_ns() const { return oldest_waiting().start_ns; }
   // Enqueues evicted by the size bound since the last call, and the latest
   // start among them.
@@ -132,6 +143,9 @@ class LaunchTracker {
     entries_.clear();
     graphs_.clear();
     syncs_.clear();
+    api_waits_.clear();
+    api_latest_.clear();  // correlation ids may start again (cuptiFinalize)
+    api_latest_slot_ = nullptr;
     take_presumed(nullptr);
   }
   uint64_t device_records() const { return device_records_; }  // seen so far (progress)
@@ -151,7 +165,7 @@ class LaunchTracker {
   // scan that stops at the first one.
   bool device_work_waiting() const {
     for (const auto& kv : entries_) {
-      if (!kv.second.api_only) return true;
+      if (!kv.second.api_only && !kv.second.device_done) return true;
     }
     return false;
   }
@@ -163,6 +177,8 @@ class LaunchTracker {
     bool device_seen = false;
     bool graph = false;
     bool api_only = false;  // waits for its API record, not a device record
+    bool api_pending = false;  // and its API record (api_record), not come yet
+    bool device_done = false;  // its device work delivered; only its API record is missing
     uint32_t context = 0;
     uint32_t stream = kUnknownStream;
     uint32_t name = 0;
@@ -181,6 +197,10 @@ class LaunchTracker {
   };
   bool captured(uint64_t thread, int64_t t_ns) const;
   void erase(std::map<uint32_t, Entry>::iterator it);
+  // Its device work delivered: done, or waiting only for its API record.
+  void device_delivered(std::map<uint32_t, Entry>::iterator it);
+  void note_api_wait(uint32_t corr);
+  void release_api_waits();
   void evict_if_full();
 
   size_t max_entries_;
@@ -198,6 +218,10 @@ class LaunchTracker {
   static constexpr size_t kEarlySlots = 8192;
   std::vector<EarlyRecord> early_ = std::vector<EarlyRecord>(kEarlySlots);
   std::vector<uint32_t> api_seen_ = std::vector<uint32_t>(kEarlySlots);  // API records, the same way
+  std::vector<uint32_t> api_waits_;  // entries whose device work delivered, waiting for their API record
+  std::unordered_map<uint64_t, uint32_t> api_latest_;  // thread -> latest correlation id of its API records
+  uint64_t api_latest_thread_ = 0;                      // the last one touched
+  uint32_t* api_latest_slot_ = nullptr;
   int64_t now_ns_ = INT64_MIN;
   std::unordered_map<uint64_t, int64_t> stream_progress_;  // stream_key -> last drain with a record of it
   uint64_t progress_key_ = UINT64_MAX;                       // the last one touched (records come in runs)

@@ -196,7 +196,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       c.kind = n.cls.kind;
       c.sync = n.cls.sync;
       c.graph = n.cls.graph;
-      if (tracker_ != nullptr && !learn_calls_) tracker_->on_api_record(r->correlationId);
+      if (tracker_ != nullptr && !learn_calls_) tracker_->on_api_record(r->correlationId, r->threadId);
       if (tracker_ != nullptr && learn_calls_ && r->returnValue == 0) {  // a failed call enqueued nothing
         if (n.role.expects_record) tracker_->on_enqueue(r->correlationId, c.start_ns, r->threadId, n.role.graph_launch);
         if (n.role.capture == CaptureMark::kBegin) tracker_->on_capture_begin(r->threadId, c.start_ns);
