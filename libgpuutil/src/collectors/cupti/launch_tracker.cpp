@@ -109,8 +109,13 @@ void LaunchTracker::device_delivered(std::map<uint32_t, Entry>::iterator it) {
 
 void LaunchTracker::note_api_wait(uint32_t corr) {
   api_waits_.push_back(corr);
-  // Ids whose record came since stay until the next flush drained; bounded.
-  if (api_waits_.size() > kApiWaitsKept) release_api_waits();
+  // Ids whose record came since stay until the next flush drained; bounded
+  // by sweeping when the list doubled since the last sweep (amortised: many
+  // launches may wait for API records at once).
+  if (api_waits_.size() > api_waits_sweep_at_) {
+    release_api_waits();
+    api_waits_sweep_at_ = std::max(kApiWaitsKept, 2 * api_waits_.size());
+  }
 }
 
 // Entries waiting only for an API record that a later API record of their

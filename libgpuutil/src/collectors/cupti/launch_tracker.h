@@ -219,6 +219,7 @@ class LaunchTracker {
   std::vector<EarlyRecord> early_ = std::vector<EarlyRecord>(kEarlySlots);
   std::vector<uint32_t> api_seen_ = std::vector<uint32_t>(kEarlySlots);  // API records, the same way
   std::vector<uint32_t> api_waits_;  // entries whose device work delivered, waiting for their API record
+  size_t api_waits_sweep_at_ = 4096;  // swept past this length (note_api_wait)
   std::unordered_map<uint64_t, uint32_t> api_latest_;  // thread -> latest correlation id of its API records
   uint64_t api_latest_thread_ = 0;                      // the last one touched
   uint32_t* api_latest_slot_ = nullptr;

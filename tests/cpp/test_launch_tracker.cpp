@@ -1,0 +1,117 @@
+// LaunchTracker's rules on their own, without CUPTI or the fake: which
+// launches still wait for records after a given sequence of calls learnt at
+// API exit, API records and device records. The faithful suite
+// (test_cupti_faithful.cpp) covers the same rules end to end under the
+// fake's matrix; these pin the API-record wait added after stop 34 (a
+// launch waits for its device record and, when learnt at API exit with its
+// API record traced, for that record too) and its ways out.
+#include <gtest/gtest.h>
+
+#include "collectors/cupti/launch_tracker.h"
+
+namespace gpuutil::cupti {
+namespace {
+
+constexpr uint64_t kThread = 7;
+
+void enqueue(LaunchTracker& t, uint32_t corr, int64_t start_ns, bool api_record, uint64_t thread = kThread) {
+  t.on_enqueue(corr, start_ns, thread, /*graph=*/false, 1, kUnknownStream, 0, {}, api_record);
+}
+
+TEST(LaunchTrackerApiRecord, ALaunchWithItsKernelDoneStillWaitsForItsApiRecord) {
+  LaunchTracker t;
+  enqueue(t, 10, 1000, true);
+  t.on_device(10, 7, 1);
+  EXPECT_EQ(t.waiting(), 1u) << "the kernel's record alone does not complete a launch learnt at API exit";
+  EXPECT_EQ(t.oldest_waiting_ns(), 1000) << "it holds the watermark";
+  EXPECT_FALSE(t.device_work_waiting()) << "but no device work waits";
+  t.on_api_record(10, kThread);
+  EXPECT_EQ(t.waiting(), 0u);
+}
+
+TEST(LaunchTrackerApiRecord, AnApiRecordBeforeTheKernelLeavesOnlyTheKernelToWaitFor) {
+  LaunchTracker t;
+  enqueue(t, 10, 1000, true);
+  t.on_api_record(10, kThread);
+  EXPECT_EQ(t.waiting(), 1u);
+  EXPECT_TRUE(t.device_work_waiting());
+  t.on_device(10, 7, 1);
+  EXPECT_EQ(t.waiting(), 0u);
+}
+
+TEST(LaunchTrackerApiRecord, RecordsThatCameBeforeTheCallWasLearntCompleteItAtOnce) {
+  LaunchTracker t;
+  t.on_api_record(10, kThread);
+  t.on_device(10, 7, 1);
+  enqueue(t, 10, 1000, true);
+  EXPECT_EQ(t.waiting(), 0u);
+}
+
+TEST(LaunchTrackerApiRecord, AKernelBeforeTheCallWasLearntLeavesTheApiRecordToWaitFor) {
+  LaunchTracker t;
+  t.on_device(10, 7, 1);
+  enqueue(t, 10, 1000, true);
+  EXPECT_EQ(t.waiting(), 1u);
+  t.on_api_record(10, kThread);
+  EXPECT_EQ(t.waiting(), 0u);
+}
+
+TEST(LaunchTrackerApiRecord, ALaterApiRecordOfTheSameThreadEndsTheWaitForALostOne) {
+  LaunchTracker t;
+  enqueue(t, 10, 1000, true);
+  t.on_device(10, 7, 1);
+  t.on_api_record(11, kThread + 1);  // another thread's later record says nothing about this one
+  t.on_flush_drained(5000);
+  EXPECT_EQ(t.waiting(), 1u);
+  t.on_api_record(12, kThread);  // written after 10's: 10's came before or was lost
+  t.on_flush_drained(6000);
+  EXPECT_EQ(t.waiting(), 0u) << "a dropped API record must not hold its steps";
+  // And a call learnt only after a later record of its thread came waits
+  // for nothing but its kernel.
+  enqueue(t, 9, 900, true);
+  t.on_device(9, 7, 1);
+  EXPECT_EQ(t.waiting(), 0u);
+}
+
+TEST(LaunchTrackerApiRecord, CallsLearntFromTheirApiRecordsWaitForTheKernelOnly) {
+  LaunchTracker t;
+  enqueue(t, 10, 1000, false);
+  t.on_device(10, 7, 1);
+  EXPECT_EQ(t.waiting(), 0u);
+}
+
+TEST(LaunchTrackerApiRecord, AStuckGpuIsTheOldestLaunchWhoseDeviceWorkIsMissing) {
+  LaunchTracker t;
+  enqueue(t, 10, 1000, true);  // its kernel finished; its API record sits in a held buffer
+  t.on_device(10, 7, 1);
+  enqueue(t, 11, 2000, true);  // its kernel hangs
+  EXPECT_EQ(t.oldest_waiting().correlation_id, 10u) << "the watermark: the oldest call missing any record";
+  EXPECT_EQ(t.oldest_waiting(/*device_only=*/true).correlation_id, 11u) << "what the GPU is stuck in";
+}
+
+TEST(LaunchTrackerApiRecord, ADeviceSyncAndADrainedFlushCompleteLaunchesWaitingForEitherRecord) {
+  LaunchTracker t;
+  enqueue(t, 10, 1000, true);
+  t.on_device(10, 7, 1);  // waits for its API record
+  enqueue(t, 11, 1500, true);  // waits for both
+  t.on_device_sync(3000, 1);
+  t.on_flush_drained(4000);
+  EXPECT_EQ(t.waiting(), 0u);
+}
+
+TEST(LaunchTrackerApiRecord, WaitsForManyLostRecordsStayBounded) {
+  LaunchTracker t;
+  // 20,000 launches whose kernels came and whose API records were all lost,
+  // then one later API record of the thread: nothing waits, nothing is kept.
+  for (uint32_t c = 1; c <= 20'000; ++c) {
+    enqueue(t, c, int64_t(c) * 10, true);
+    t.on_device(c, 7, 1);
+  }
+  EXPECT_EQ(t.waiting(), 20'000u);
+  t.on_api_record(20'001, kThread);
+  t.on_flush_drained(1'000'000);
+  EXPECT_EQ(t.waiting(), 0u);
+}
+
+}  // namespace
+}  // namespace gpuutil::cupti
