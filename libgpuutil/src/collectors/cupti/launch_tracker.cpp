@@ -61,12 +61,8 @@ void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread,
   const EarlyRecord early = early_[corr % kEarlySlots];
   const bool device_seen = early.correlation_id == corr && corr != 0;
   if (device_seen && ref.kind == kStreamPerThread) per_thread_[{thread, context}] = early.stream;
-  bool api_pending = api_record && corr != 0 && api_seen_[corr % kEarlySlots] != corr;
-  if (api_pending) {
-    // A later API record of its thread came already: its own came before it, or was lost.
-    const auto latest = api_latest_.find(thread);
-    if (latest != api_latest_.end() && latest->second > corr) api_pending = false;
-  }
+  const bool api_pending =
+      api_record && corr != 0 && api_seen_[corr % kEarlySlots] != corr && !later_api_record_seen(thread, corr);
   if (device_seen && !graph && !api_pending) return;  // its records are already here
   const auto existing = entries_.find(corr);
   if (existing != entries_.end()) {  // learnt twice (callback and API record): keep the earliest start
@@ -96,13 +92,16 @@ void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread,
   evict_if_full();
 }
 
+bool LaunchTracker::later_api_record_seen(uint64_t thread, uint32_t corr) const {
+  const auto latest = api_latest_.find(thread);
+  return latest != api_latest_.end() && latest->second > corr;
+}
+
 void LaunchTracker::device_delivered(std::map<uint32_t, Entry>::iterator it) {
   if (!it->second.api_pending) {
     erase(it);
     return;
   }
-  if (it->second.graph) graphs_.erase(std::remove(graphs_.begin(), graphs_.end(), it->first), graphs_.end());
-  it->second.graph = false;
   it->second.device_done = true;
   note_api_wait(it->first);
 }
@@ -124,12 +123,9 @@ void LaunchTracker::release_api_waits() {
   for (size_t i = 0; i < api_waits_.size();) {
     const auto it = entries_.find(api_waits_[i]);
     bool drop = it == entries_.end() || !it->second.api_pending;
-    if (!drop) {
-      const auto latest = api_latest_.find(it->second.thread);
-      if (latest != api_latest_.end() && latest->second > it->first) {
-        entries_.erase(it);
-        drop = true;
-      }
+    if (!drop && later_api_record_seen(it->second.thread, it->first)) {
+      entries_.erase(it);
+      drop = true;
     }
     if (drop) {
       api_waits_[i] = api_waits_.back();
@@ -230,14 +226,9 @@ void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) 
       }
     }
     if (done) {
-      if (it->second.api_pending) {
-        it->second.graph = false;
-        it->second.device_done = true;
-        note_api_wait(g);
-      } else {
-        entries_.erase(it);
-      }
       graphs_.erase(graphs_.begin() + static_cast<long>(i));
+      it->second.graph = false;  // out of graphs_ already
+      device_delivered(it);
     } else {
       ++i;
     }

@@ -197,8 +197,11 @@ class LaunchTracker {
   };
   bool captured(uint64_t thread, int64_t t_ns) const;
   void erase(std::map<uint32_t, Entry>::iterator it);
-  // Its device work delivered: done, or waiting only for its API record.
+  // Its device work delivered: done, or waiting only for its API record
+  // (an entry no longer in graphs_).
   void device_delivered(std::map<uint32_t, Entry>::iterator it);
+  // An API record of `thread` later than `corr` came: corr's came before it, or was lost.
+  bool later_api_record_seen(uint64_t thread, uint32_t corr) const;
   void note_api_wait(uint32_t corr);
   void release_api_waits();
   void evict_if_full();
