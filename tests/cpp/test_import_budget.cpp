@@ -111,7 +111,7 @@ TEST(ImportBudget, BoundsThePeakMemoryOfAnEndlessPipeOfEvents) {
   if (!test::reset_peak_rss()) GTEST_SKIP() << "cannot reset the peak RSS (/proc/self/clear_refs)";
   const size_t start = test::rss_bytes();
   const ImportResult r = import_kineto_file(feed.path(), budget_of(64 * kMiB));
-  const size_t peak = test::peak_rss_bytes() - start;
+  const size_t peak = test::peak_rss_above(start);
   feed.close_read();
   expect_over_budget(r, "64 MiB", "pipe");
   std::printf("[ memory   ] 64 MiB budget: peak %.1f MB above the start, %.0f MB offered before the refusal\n",
