@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace gpuutil {
@@ -14,6 +15,31 @@ int64_t median(std::vector<int64_t> v) {
   const auto mid = v.begin() + static_cast<long>((v.size() - 1) / 2);  // lower median
   std::nth_element(v.begin(), mid, v.end());
   return *mid;
+}
+
+// The wait that starts the slow group of `sorted` (ascending): the split
+// with the largest between-group variance (Otsu's method over the waits
+// themselves, not their logarithms: a loaded host spreads the fast
+// batches' waits over 0.03-10 ms, a spread that is wide in log scale and
+// small beside a stall of tens of ms). nullopt when all waits are equal.
+std::optional<int64_t> slow_group_start(const std::vector<int64_t>& sorted) {
+  const size_t n = sorted.size();
+  double total = 0;
+  for (int64_t w : sorted) total += static_cast<double>(w);
+  double below = 0, best = -1;
+  std::optional<int64_t> start;
+  for (size_t j = 1; j < n; ++j) {
+    below += static_cast<double>(sorted[j - 1]);
+    if (sorted[j] == sorted[j - 1]) continue;
+    const double n0 = static_cast<double>(j), n1 = static_cast<double>(n - j);
+    const double gap = (total - below) / n1 - below / n0;
+    const double between = n0 * n1 * gap * gap;
+    if (between > best) {
+      best = between;
+      start = sorted[j];
+    }
+  }
+  return start;
 }
 
 }  // namespace
@@ -103,8 +129,9 @@ std::optional<PeriodicStall> periodic_stall(const std::vector<int64_t>& all_wait
   if (n < 2 * kMinStallBatches) return std::nullopt;
   std::vector<int64_t> sorted = waits_ns;
   std::sort(sorted.begin(), sorted.end());
-  const int64_t typical = sorted[(n - 1) / 4];
-  const int64_t slow_from = std::max(kStallFloorNs, kStallOverTypical * typical);
+  const std::optional<int64_t> group_start = slow_group_start(sorted);
+  if (!group_start) return std::nullopt;
+  const int64_t slow_from = std::max(kStallFloorNs, *group_start);
   std::vector<size_t> slow;
   std::vector<int64_t> slow_waits, other_waits;
   int64_t slow_ns = 0, all_ns = 0;
@@ -129,7 +156,11 @@ std::optional<PeriodicStall> periodic_stall(const std::vector<int64_t>& all_wait
     }
   }
   if (period < 2 || period > static_cast<size_t>(kMaxStallPeriod)) return std::nullopt;
-  if (4 * seen < 3 * (slow.size() - 1)) return std::nullopt;
+  // A slow batch that came quickly (the step before it was long enough for
+  // the slow worker to catch up) leaves a distance of 2k: still the period.
+  size_t in_period = 0;
+  for (const auto& [d, count] : distances) in_period += d % period == 0 ? count : 0;
+  if (4 * in_period < 3 * (slow.size() - 1)) return std::nullopt;
   if (2 * slow.size() * period < n) return std::nullopt;  // at least half of n / period
   if (2 * slow_ns < all_ns) return std::nullopt;
   PeriodicStall s;
