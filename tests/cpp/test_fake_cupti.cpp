@@ -9,6 +9,9 @@
 
 #include <time.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -534,6 +537,34 @@ TEST_F(FakeCuptiTest, SkewMovesDeviceTimestampsBeforeTheLaunchCallThatQueuedThem
   const int64_t k_start = int64_t(Client::kernels(recs)[0]->start);
   const int64_t api_start = int64_t(Client::apis(recs)[0]->start);
   EXPECT_EQ(k_start - api_start, 4000 - 3000) << "the kernel appears to start 4 us before its launch call ended";
+}
+
+// A client clock 1000 s ahead of the monotonic one whose first read, in
+// the fake's offset measurement, is followed by a 3 ms preemption.
+std::atomic<bool> g_preempt_next_read{false};
+uint64_t CUPTIAPI clock_ahead_preempted_once() {
+  const int64_t t = mono_now() + 1'000'000'000'000;
+  if (g_preempt_next_read.exchange(false)) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  return static_cast<uint64_t>(t);
+}
+
+TEST_F(FakeCuptiTest, APreemptionWhileTheFakeMeasuresTheClientsClockShiftsNoRecord) {
+  // The offset of the client's clock is measured from the most tightly
+  // bracketed read; a read preempted inside its bracket (a loaded host)
+  // once moved every record up to half the preemption earlier, so an API
+  // record started before the client's clock read just before its call.
+  client->attach();
+  g_preempt_next_read = true;
+  ASSERT_EQ(client->timestamp_callback(&clock_ahead_preempted_once), CUPTI_SUCCESS);
+  ASSERT_FALSE(g_preempt_next_read.load()) << "the fake read the client's clock when it was registered";
+  const int64_t t = mono_now();
+  launch_at("k", t, t + 4000, t + 12'000);
+  fake.device_synchronize();
+  client->flush(0);
+  const auto recs = Client::taken();
+  ASSERT_EQ(Client::apis(recs).size(), 1u);
+  const int64_t api_start = int64_t(Client::apis(recs)[0]->start);
+  EXPECT_LT(std::llabs(api_start - (t + 1'000'000'000'000)), 20'000) << "API start off by " << api_start - t - 1'000'000'000'000 << " ns";
 }
 
 TEST_F(FakeCuptiTest, AHeldEmptyBufferComesBackOnlyWithAForcedFlush) {
