@@ -161,6 +161,24 @@ TEST(LoaderStall, FastBatchesSpreadOverMillisecondsAndSlowBatchesThatCameQuickly
   }
 }
 
+TEST(LoaderStall, AllKeptWaitsOverEightEpochsEachShiftingThePhaseKeepTheNoisyStall) {
+  // The most a run keeps (kBatchWaitsKept): 8 epochs of 512 batches, each
+  // epoch's iterator starting at another worker, with the loaded host's
+  // noise of the test above.
+  for (size_t k : {2, 3, 4, 8}) {
+    for (uint32_t seed = 1; seed <= 5; ++seed) {
+      std::vector<int64_t> w;
+      for (uint32_t epoch = 0; epoch < 8; ++epoch) {
+        const std::vector<int64_t> e = noisy_waits_with_stall(kBatchWaitsKept / 8 + epoch % k, k, seed * 100 + epoch);
+        w.insert(w.end(), e.begin(), e.end());
+      }
+      const std::optional<PeriodicStall> s = periodic_stall(w);
+      ASSERT_TRUE(s.has_value()) << "k=" << k << " seed=" << seed;
+      EXPECT_EQ(s->period, static_cast<int64_t>(k)) << "seed=" << seed;
+    }
+  }
+}
+
 TEST(LoaderStall, StallsAtRandomBatchesAmongWidelySpreadWaitsAreNone) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     std::mt19937 rng(seed);
