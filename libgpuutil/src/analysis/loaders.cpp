@@ -20,7 +20,7 @@ int64_t median(std::vector<int64_t> v) {
 // The wait that starts the slow group of `sorted` (ascending): the split
 // with the largest between-group variance (Otsu's method over the waits
 // themselves, not their logarithms: a loaded host spreads the fast
-// batches' waits over 0.03-10 ms, a spread that is wide in log scale and
+// batches' waits over 0.02-10 ms, a spread that is wide in log scale and
 // small beside a stall of tens of ms). nullopt when all waits are equal.
 std::optional<int64_t> slow_group_start(const std::vector<int64_t>& sorted) {
   const size_t n = sorted.size();
@@ -169,7 +169,7 @@ std::optional<PeriodicStall> periodic_stall(const std::vector<int64_t>& all_wait
   s.slow_wait_ns = slow_ns;
   s.slow_wait_p50_ns = median(std::move(slow_waits));
   s.other_wait_p50_ns = median(std::move(other_waits));
-  if (s.slow_wait_p50_ns < kStallOverTypical * std::max<int64_t>(s.other_wait_p50_ns, 1)) return std::nullopt;
+  if (s.slow_wait_p50_ns < kStallOverOthers * std::max<int64_t>(s.other_wait_p50_ns, 1)) return std::nullopt;
   return s;
 }
 

@@ -56,7 +56,7 @@ void finish_loaders(std::vector<LoaderReport>& loaders,
 
 // Thresholds of periodic_stall (docs/findings.md, "Input pipeline").
 inline constexpr int64_t kStallFloorNs = 1'000'000;  // a slow batch waits >= 1 ms
-inline constexpr int64_t kStallOverTypical = 5;      // slow batches' median wait >= 5x the others'
+inline constexpr int64_t kStallOverOthers = 5;       // slow batches' median wait >= 5x the others'
 inline constexpr int64_t kMaxStallPeriod = 16;
 inline constexpr uint64_t kMinStallBatches = 3;
 
@@ -66,8 +66,8 @@ inline constexpr uint64_t kMinStallBatches = 3;
 // waits); slow batches are the upper group's, waiting >= 1 ms. They stall
 // periodically with period k (2..16) when k is the most common distance
 // between consecutive slow batches and at least 3/4 of the distances are a
-// multiple of k (a slow batch that came quickly leaves 2k; a new epoch's
-// iterator may shift the phase once), there are >= 3 of them and at least
+// multiple of k (a slow batch that came quickly leaves 2k; each new
+// epoch's iterator may shift the phase), there are >= 3 of them and at least
 // half of the n/k a period would give, they wait >= half of all the
 // waiting, and their median wait is >= 5x the others'.
 std::optional<PeriodicStall> periodic_stall(const std::vector<int64_t>& waits_ns);
