@@ -119,7 +119,15 @@ TEST(CuptiCoexistence, SuspendingForAClientFoundRunningLeavesItsKindsIdsAndClock
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(kernels(out[0]), 1u);
   EXPECT_TRUE(says(out[1], Diag::gpu_collection_suspended)) << said(out[1]);
-  EXPECT_EQ(kernels(out[2]), 1u) << "gpuutil collects again after it stopped: " << said(out[2]);
+  // gpuutil collects again, on the client's clock (mapped, never registered
+  // over). Its registration was the second in this CUPTI's life, so the
+  // first kernel record of gpuutil's next activity session is stamped on
+  // CUPTI's default clock (pytorch/pytorch#192021): it is counted and kept
+  // out, never placed 1000 s away from its step.
+  EXPECT_EQ(fake.stats().timestamp_registrations, 2u) << "gpuutil's one, and the client's";
+  uint64_t mismatched = 0;  // counted in whichever report was open when the record came
+  for (const auto& o : out) mismatched += o.report.diagnostics.count(Diag::cupti_clock_mismatch);
+  EXPECT_EQ(kernels(out[2]) + mismatched, 1u) << "gpuutil collects again after it stopped: " << said(out[2]);
   EXPECT_FALSE(says(out[2], Diag::gpu_collection_suspended));
 }
 

@@ -57,10 +57,13 @@ void sleep_until(int64_t t_ns) {
   }
 }
 
-// One cudaLaunchKernel at explicit session times: API [t, t + 5 us), kernel
-// [start, end) on `stream`.
+// One kernel launch at explicit session times: API [t, t + 5 us), kernel
+// [start, end) on `stream`; through the cell's launch call (CUDA 13's
+// __cudaLaunchKernel by default, cudaLaunchKernel under launch=runtime)
+// unless `cbid` names one.
 uint32_t launch_at(FakeCupti& fake, const char* name, uint32_t stream, int64_t t, int64_t start, int64_t end,
-                   uint32_t cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, uint32_t graph_id = 0) {
+                   uint32_t cbid = 0, uint32_t graph_id = 0) {
+  if (cbid == 0) cbid = fake.launch_cbid(0);
   return fake.call_at(cbid, FAKE_CUPTI_KERNEL, name, stream, t, start, end, graph_id);
 }
 
@@ -915,9 +918,13 @@ INSTANTIATE_TEST_SUITE_P(Matrix, Coexistence, ::testing::ValuesIn(coexistence_ce
 
 // Whether a step's report shows its one kernel, or says GPU collection was
 // off or taken over (never zero activity as if it were a measurement).
-::testing::AssertionResult kernel_or_collection_off(const StepOutput& o) {
+// `mismatched`: kernel records counted in any report as stamped on the
+// wrong clock (after another client's clock registration, the first kernels
+// of gpuutil's next activity session are; counted and kept out: said).
+::testing::AssertionResult kernel_or_collection_off(const StepOutput& o, uint64_t mismatched = 0) {
   const auto& devices = o.report.steps[0].devices;
   if (!devices.empty() && devices[0].kernels == 1) return ::testing::AssertionSuccess();
+  if (mismatched > 0) return ::testing::AssertionSuccess();
   for (const char* said : {"gpu_collection_off", "gpu_collection_suspended", "cupti_taken_over"}) {
     if (o.json.find(said) != std::string::npos) return ::testing::AssertionSuccess();
   }
@@ -955,16 +962,22 @@ TEST_P(Coexistence, TorchProfilerStartingDuringAProfileGetsEveryKernelAndGpuutil
   timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
   const int64_t realtime_now = int64_t(rt.tv_sec) * 1'000'000'000 + rt.tv_nsec;
-  const int64_t their_clock = client(FAKE_CUPTI_CLIENT_OWN_CLOCK) ? realtime_now + 1000'000 * kMs : realtime_now;
+  // A client that registers its clock (Kineto registers its TSC clock at
+  // every trace start) gets its records on it; one that does not gets the
+  // clock CUPTI has: gpuutil's, registered once and never reset (a reset
+  // is a re-registration, which leaves later sessions' first kernels on
+  // the wrong clock, pytorch/pytorch#192021).
+  const int64_t their_clock = client(FAKE_CUPTI_CLIENT_OWN_CLOCK) ? realtime_now + 1000'000 * kMs : session_now_ns();
   EXPECT_LT(std::abs(theirs.last_record_end_ns - their_clock), 10'000 * kMs)
-      << "its records are on its own clock (CUPTI's, or the one it registered), not gpuutil's";
+      << "its records are on the clock CUPTI had when it traced";
   const auto out = session.finish(session_now_ns());
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].report.steps[0].devices.at(0).kernels, 1u);
   EXPECT_EQ(out[0].report.diagnostics.count(Diag::gpu_collection_suspended), 0u);
   EXPECT_EQ(out[1].report.diagnostics.count(Diag::gpu_collection_suspended), 1u);
   EXPECT_EQ(out[1].report.diagnostics.example(Diag::gpu_collection_suspended), "torch.profiler started");
-  EXPECT_TRUE(kernel_or_collection_off(out[2])) << "gpuutil collects again after it stopped, or says why not";
+  EXPECT_TRUE(kernel_or_collection_off(out[2], count(out, Diag::cupti_clock_mismatch)))
+      << "gpuutil collects again after it stopped, or says why not";
   EXPECT_EQ(live.counters().buffers_foreign, 0u);
 }
 
@@ -1080,19 +1093,22 @@ TEST(CuptiFaithful, LegacyCuptiVersionNumbersAreNamedAsTheirReleases) {
   EXPECT_NE(why.find("13.0 Update 1 (API version 130001)"), std::string::npos) << why;
 }
 
-TEST(CuptiFaithful, StopPutsBackCuptisOwnClock) {
+// One registration per process (issue 36, item 6): gpuutil puts the
+// session clock in place while CUPTI has its own, and never changes it
+// again: not at stop, not at the next profile. A re-registration leaves the
+// head of later activity sessions on the wrong clock (pytorch#192021).
+TEST(CuptiFaithful, TheSessionClockIsRegisteredOnceAndStaysAfterStop) {
   FakeCupti& fake = FakeCupti::get();
   fake.reset(nullptr);
-  Session session(SessionOptions{});
-  LiveCollector live(session, pool());
-  ASSERT_EQ(live.start(), "");
-  const int64_t during = fake.now_ns();
-  EXPECT_LT(std::abs(during - session_now_ns()), 100 * kMs) << "records on the session clock while profiling";
-  live.stop();
-  timespec rt;
-  clock_gettime(CLOCK_REALTIME, &rt);
-  const int64_t realtime = int64_t(rt.tv_sec) * 1'000'000'000 + rt.tv_nsec;
-  EXPECT_LT(std::abs(fake.now_ns() - realtime), 100 * kMs) << "a later client's records are on CUPTI's clock";
+  for (int profile = 0; profile < 3; ++profile) {
+    Session session(SessionOptions{});
+    LiveCollector live(session, pool());
+    ASSERT_EQ(live.start(), "");
+    EXPECT_LT(std::abs(fake.now_ns() - session_now_ns()), 100 * kMs) << "records on the session clock while profiling";
+    live.stop();
+    EXPECT_LT(std::abs(fake.now_ns() - session_now_ns()), 100 * kMs) << "and after: nothing was registered over it";
+  }
+  EXPECT_EQ(fake.stats().timestamp_registrations, 1u) << "three profiles, one registration";
 }
 
 TEST(CuptiFaithful, GraphsWithCupti13_0InALaterProfileAreFlagged) {

@@ -264,14 +264,17 @@ TEST_F(FakeCuptiTest, ApiRecordsCarryTheCallingThreadsPthreadSelfOrItsOsTid) {
 
 TEST_F(FakeCuptiTest, PerCallbackIdEnablesTraceOnlyThoseCallsAndTheKindOverridesThem) {
   client->attach(/*api=*/false);
-  client->enable_runtime(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1);
+  // The fake launches through CUDA 13's <<<>>> id (__cudaLaunchKernel) in its default cell.
+  const uint32_t launch = fake.launch_cbid(0);
+  EXPECT_EQ(launch, uint32_t(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000));
+  client->enable_runtime(launch, 1);
   fake.launch("k", 7, 1000, 100);
   fake.synchronize();  // cudaDeviceSynchronize: not enabled
   client->flush(0);
   const auto recs = Client::taken();
   auto a = Client::apis(recs);
   ASSERT_EQ(a.size(), 1u);
-  EXPECT_EQ(a[0]->cbid, uint32_t(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_EQ(a[0]->cbid, launch);
   EXPECT_EQ(fake.stats().runtime_cbids_enabled, 1u);
   client->enable(CUPTI_ACTIVITY_KIND_RUNTIME);
   EXPECT_EQ(fake.stats().runtime_cbids_enabled, uint32_t(CUPTI_RUNTIME_TRACE_CBID_SIZE) - 1);
@@ -688,10 +691,16 @@ TEST(FakeCuptiMatrix, EveryCellHasOneSpellingThatTheFakeReadsFromItsEnvironment)
     EXPECT_EQ(fake_matrix::name(back), fake_matrix::name(m));
   }
   EXPECT_EQ(fake_matrix::full_cells().size(), 96u);
+  for (const fake_cupti_matrix& m : fake_matrix::ci_cells()) {
+    fake_cupti_matrix back{};
+    ASSERT_EQ(fake_matrix::parse(fake_matrix::name(m), back), "") << fake_matrix::name(m);
+    EXPECT_EQ(fake_matrix::name(back), fake_matrix::name(m));
+  }
   fake_cupti_matrix m{};
   EXPECT_EQ(fake_matrix::parse("seal=2", m), "seal takes 0|1, not \"2\"");
   EXPECT_EQ(fake_matrix::parse("client=nsight", m),
-            "client takes kineto or teardown+per_thread_reset+other_thread+own_clock, not \"nsight\"");
+            "client takes kineto or teardown+per_thread_reset+other_thread+own_clock+keeps_subscription, not \"nsight\"");
+  EXPECT_EQ(fake_matrix::parse("nested=both", m), "nested takes 0|outer|inner, not \"both\"");
   EXPECT_NE(fake_matrix::parse("colour=red", m).find("unknown setting \"colour\""), std::string::npos);
   FakeCupti& fake = FakeCupti::get();
   setenv("GPUUTIL_FAKE_CUPTI_MATRIX", "seal=0,buffers=global,skew=3000,client=teardown", 1);

@@ -24,7 +24,7 @@ TEST(LaunchTrackerApiRecord, ALaunchWithItsKernelDoneStillWaitsForItsApiRecord) 
   t.on_device(10, 7, 1);
   EXPECT_EQ(t.waiting(), 1u) << "the kernel's record alone does not complete a launch learnt at API exit";
   EXPECT_EQ(t.oldest_waiting_ns(), 1000) << "it holds the watermark";
-  EXPECT_FALSE(t.device_work_waiting()) << "but no device work waits";
+  EXPECT_FALSE(t.running_work_waiting()) << "but no device work waits";
   t.on_api_record(10, kThread);
   EXPECT_EQ(t.waiting(), 0u);
 }
@@ -34,7 +34,7 @@ TEST(LaunchTrackerApiRecord, AnApiRecordBeforeTheKernelLeavesOnlyTheKernelToWait
   enqueue(t, 10, 1000, true);
   t.on_api_record(10, kThread);
   EXPECT_EQ(t.waiting(), 1u);
-  EXPECT_TRUE(t.device_work_waiting());
+  EXPECT_TRUE(t.running_work_waiting());
   t.on_device(10, 7, 1);
   EXPECT_EQ(t.waiting(), 0u);
 }
@@ -89,14 +89,28 @@ TEST(LaunchTrackerApiRecord, AStuckGpuIsTheOldestLaunchWhoseDeviceWorkIsMissing)
   EXPECT_EQ(t.oldest_waiting(/*device_only=*/true).correlation_id, 11u) << "what the GPU is stuck in";
 }
 
-TEST(LaunchTrackerApiRecord, ADeviceSyncAndADrainedFlushCompleteLaunchesWaitingForEitherRecord) {
+// Issue 36: a sync and a drained default flush are no proof that records
+// came (a default flush returns no buffer that still holds an unfinished
+// record, and per-thread buffers mix the finished step's records with the
+// next step's running ones). They make a launch overdue; a forced flush
+// after the sync (every buffer comes back) releases what is still missing.
+TEST(LaunchTrackerApiRecord, ADeviceSyncAndADrainedDefaultFlushCompleteNothing) {
   LaunchTracker t;
   enqueue(t, 10, 1000, true);
   t.on_device(10, 7, 1);  // waits for its API record
   enqueue(t, 11, 1500, true);  // waits for both
   t.on_device_sync(3000, 1);
   t.on_flush_drained(4000);
-  EXPECT_EQ(t.waiting(), 0u);
+  EXPECT_EQ(t.waiting(), 2u) << "nothing is presumed delivered";
+  EXPECT_EQ(t.overdue(), 1u) << "11's device work is known finished";
+  EXPECT_FALSE(t.running_work_waiting());
+  int64_t since = 0;
+  EXPECT_EQ(t.take_presumed(&since), 1u);
+  EXPECT_EQ(since, 1500);
+  const LaunchTracker::Released r = t.on_forced_flush_drained(5000);
+  EXPECT_EQ(r.count, 1u) << "a forced flush returned every buffer: 11's record is missing";
+  EXPECT_EQ(r.correlation_id, 11u);
+  EXPECT_EQ(t.waiting(), 1u) << "10 still waits for its API record (a later record of its thread ends that)";
 }
 
 TEST(LaunchTrackerApiRecord, WaitsForManyLostRecordsStayBounded) {

@@ -8,7 +8,10 @@
 //    in some setups: cuptiFinalize after the trace (TEARDOWN_CUPTI=1),
 //    PER_THREAD_ACTIVITY_BUFFER=0 after it, starting and stopping from a
 //    thread of its own (on-demand tracing through dynolog), a timestamp
-//    callback of its own;
+//    callback of its own, and a subscription taken at its first start and
+//    kept for the life of the process (Kineto before its lazy subscription,
+//    kineto#1250: libkineto_init subscribes, and a failed subscription
+//    leaves it CPU-only: it then enables no GPU activity at all);
 //  - another tool holding the CUPTI subscription (Nsight Systems, DCGM).
 #include <time.h>
 
@@ -31,6 +34,7 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t*, size_t, CUpti_Activity
 CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc);
 CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute, size_t*, void*);
 CUptiResult CUPTIAPI cuptiFinalize(void);
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*);
 }
 
 namespace {
@@ -92,6 +96,29 @@ int flags() {
   return s.matrix.second_client;
 }
 
+void CUPTIAPI second_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+// keeps_subscription: subscribes once (at the first start of the process's
+// life, i.e. since the last reset) and never lets go. False when that
+// subscription failed: the client traces CPU-only.
+bool keep_subscription() {
+  State& s = st();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.second_client_token != nullptr) return true;
+    if (s.stats.second_client_cpu_only) return false;
+  }
+  CUpti_SubscriberHandle h = nullptr;
+  const CUptiResult r = cuptiSubscribe(&h, &second_callback, nullptr);
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (r != CUPTI_SUCCESS) {
+    s.stats.second_client_cpu_only = 1;
+    return false;
+  }
+  s.second_client_token = reinterpret_cast<int*>(h);
+  return true;
+}
+
 // Runs `f` on the calling thread, or on a thread of its own.
 template <class F>
 void as_the_client(int f, F&& body) {
@@ -113,6 +140,7 @@ void fake_cupti_second_client_start(void) {
   }
   const int f = flags();
   as_the_client(f, [f] {
+    if ((f & FAKE_CUPTI_CLIENT_KEEPS_SUBSCRIPTION) && !keep_subscription()) return;  // CPU-only
     if (f & FAKE_CUPTI_CLIENT_OWN_CLOCK) cuptiActivityRegisterTimestampCallback(&own_clock);
     cuptiActivityRegisterCallbacks(&second_requested, &second_completed);
     for (CUpti_ActivityKind k : kKinds) cuptiActivityEnable(k);
@@ -121,6 +149,16 @@ void fake_cupti_second_client_start(void) {
 
 fake_cupti_client_stats fake_cupti_second_client_stop(void) {
   const int f = flags();
+  bool cpu_only;
+  {
+    State& s = st();
+    std::lock_guard<std::mutex> lock(s.mu);
+    cpu_only = s.stats.second_client_cpu_only != 0;
+  }
+  if (cpu_only) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return g_stats;  // it traced nothing on the GPU
+  }
   as_the_client(f, [f] {
     for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);

@@ -102,6 +102,10 @@ typedef struct fake_cupti_config {
   int flush_stalls;         /* the next N cuptiActivityFlushAll calls first sleep flush_stall_ms, holding no fake
                                lock: the client's flushing (drain) thread held off the CPU by a loaded host */
   int64_t flush_stall_ms;
+  int lose_records;         /* the next N kernel records are never written and never reported (lost with a buffer) */
+  int drop_records;         /* the next N kernel records are dropped, and reported by cuptiActivityGetNumDroppedRecords */
+  int no_timing_records;    /* the next N kernel records carry start = end = 0 ("no timing information could be
+                               collected for lack of device memory", cupti_activity.h), delivered as usual */
 } fake_cupti_config;
 
 typedef struct fake_cupti_stats {
@@ -132,6 +136,18 @@ typedef struct fake_cupti_stats {
   int per_thread_buffers;          /* CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER now */
   uint32_t finalized;              /* cuptiFinalize calls */
   uint64_t buffers_lost_at_finalize; /* client buffers cuptiFinalize forgot (never returned) */
+  uint32_t timestamp_registrations; /* cuptiActivityRegisterTimestampCallback calls that succeeded (any client),
+                                       since the last reset: each one after the first leaves that many kernel
+                                       records at the head of every later activity session on CUPTI's default clock
+                                       (CLOCK_REALTIME), as pytorch/pytorch#192021's standalone repro shows */
+  uint64_t records_on_wrong_clock;  /* kernel records stamped on CUPTI's default clock after a re-registration */
+  uint64_t records_lost;            /* lose_records + drop_records served */
+  uint64_t buffers_zeroed_by_cupti; /* buffers the fake zeroed on the requesting thread (ZEROED_OUT_ACTIVITY_BUFFER=0) */
+  uint64_t buffers_not_zeroed;      /* ZEROED_OUT_ACTIVITY_BUFFER=1 and the client handed out a buffer not zeroed */
+  uint64_t stream_ids_after_destroy; /* cuptiGetStreamIdEx asked about a stream handle after its destruction began */
+  uint32_t subscribers;             /* subscriptions held now (gpuutil's, a second client's) */
+  int second_client_cpu_only;       /* the keeps_subscription client could not subscribe: it traces no GPU */
+  uint64_t flushes_returning_nothing; /* flush=lazy: default flushes that returned no buffer at all */
 } fake_cupti_stats;
 
 /* Kinds of simulated device work. */
@@ -179,6 +195,8 @@ typedef struct fake_cupti_call {
   uint32_t sync_stream;
   const fake_cupti_work* work;
   int n_work;
+  int current_device;    /* the calling thread's current device + 1 (0: the work's device): CUDA 13 lets a launch
+                            target a stream of a device that is not current */
 } fake_cupti_call;
 
 /* NULL = defaults; clears stats (activity sessions counted from 0 again) and
@@ -200,6 +218,17 @@ void fake_cupti_reset(const fake_cupti_config* config);
 #define FAKE_CUPTI_CLIENT_OTHER_THREAD 4
 /* registers a timestamp callback of its own (CUPTI's default + 1000 s) */
 #define FAKE_CUPTI_CLIENT_OWN_CLOCK 8
+/* subscribes (cuptiSubscribe, no multi-subscriber request) at its first start and keeps the subscription for the
+   life of the process, as Kineto did before its lazy subscription; when that fails it traces CPU-only */
+#define FAKE_CUPTI_CLIENT_KEEPS_SUBSCRIPTION 16
+
+/* The call the fake's kernel launches go through (fake_cupti_launch_kernel, scenarios). */
+#define FAKE_CUPTI_LAUNCH_CHEVRON 0 /* CUDA 13's <<<>>>: __cudaLaunchKernel (_ptsz on the per-thread stream) */
+#define FAKE_CUPTI_LAUNCH_RUNTIME 1 /* cudaLaunchKernel */
+/* Driver calls inside runtime calls (a runtime launch or copy calls cuLaunchKernel / cuMemcpyAsync inside). */
+#define FAKE_CUPTI_NESTED_NONE 0
+#define FAKE_CUPTI_NESTED_OUTER_ID 1 /* the device record carries the runtime call's correlation id */
+#define FAKE_CUPTI_NESTED_INNER_ID 2 /* ... the driver call's */
 
 typedef struct fake_cupti_matrix {
   int keep_appending;     /* 0: a default flush seals every partly filled buffer (closes it; it is handed over once
@@ -215,6 +244,11 @@ typedef struct fake_cupti_matrix {
   int hold_empty;         /* 1: every buffer slot also holds one prefetched, empty buffer that no default flush
                              returns (a forced flush does) */
   int second_client;      /* FAKE_CUPTI_CLIENT_* flags */
+  int launch_api;         /* FAKE_CUPTI_LAUNCH_*: the call the fake's kernel launches go through */
+  int nested_driver;      /* FAKE_CUPTI_NESTED_*: runtime launches and copies call the driver inside */
+  int lazy_flush;         /* 1: every other default flush returns no buffer at all (the next one does) */
+  int graph_internal_streams; /* 1: graph nodes' records carry internal stream ids (1000 + the launch stream) */
+  int multi_subscriber;   /* 1: CUPTI 13.2 (version 130200): several subscribers when all of them ask */
 } fake_cupti_matrix;
 
 /* Chooses the matrix cell (kept across fake_cupti_reset); NULL = the cell
@@ -272,6 +306,13 @@ void fake_cupti_second_client_start(void);
 fake_cupti_client_stats fake_cupti_second_client_stop(void);
 /* Another tool holding the CUPTI subscription (NULL releases it). */
 void fake_cupti_other_subscriber(const char* name);
+/* The callback id the fake's kernel launches use in this cell, and its domain. */
+uint32_t fake_cupti_launch_cbid(int per_thread_stream);
+/* Destroys stream `id` of `device` (CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING to subscribers first); its handle
+   is recycled for the next stream created. */
+void fake_cupti_destroy_stream(uint32_t device, uint32_t id);
+/* The handle of stream `id` of `device` (created now, with CUPTI_CBID_RESOURCE_STREAM_CREATED, if new). */
+void* fake_cupti_stream_handle(uint32_t device, uint32_t id);
 
 /* A step scenario on the fake's own thread (its host calls are made from that
  * thread). `hook` receives the scenario's host-side events on that thread:

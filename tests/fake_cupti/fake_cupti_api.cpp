@@ -2,6 +2,7 @@
 // return codes (see fake_cupti.h). Each one only updates the shared state;
 // delivery of buffers happens in fake_device.cpp.
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -12,7 +13,14 @@ using namespace fake;
 
 namespace {
 
-int g_subscriber_token = 0;  // what a CUpti_SubscriberHandle points at
+// Whether a cuptiSubscribe_v2 caller asked for multiple subscribers (the
+// field CUPTI 13.2 added after oldSubscriberSize; its structSize says).
+bool asks_multiple(const CUpti_SubscriberParams* params) {
+  if (params == nullptr) return false;
+  const size_t at = offsetof(CUpti_SubscriberParams, oldSubscriberSize) + sizeof(size_t);
+  if (params->structSize <= at) return false;
+  return reinterpret_cast<const uint8_t*>(params)[at] != 0;
+}
 
 CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_SubscriberParams* params, CUpti_CallbackFunc callback,
                       void* user) {
@@ -20,6 +28,9 @@ CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_SubscriberParams
   if (params != nullptr && params->structSize == 0) return CUPTI_ERROR_INVALID_PARAMETER;
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
+  // CUPTI 13.2 (matrix subscribers=multi): several subscribers when all of
+  // them asked; before, one.
+  const bool multi = s.matrix.multi_subscriber && asks_multiple(params);
   std::string other;
   CUptiResult r = CUPTI_SUCCESS;
   if (s.cfg.subscribe_error != 0) {
@@ -28,9 +39,13 @@ CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_SubscriberParams
   } else if (!s.other_subscriber.empty()) {
     r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     other = "CUPTI for " + s.other_subscriber;
-  } else if (s.stats.subscribed) {
-    r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
-    other = "CUPTI for (this process's first subscriber)";
+  } else if (!s.subscribers.empty()) {
+    bool all = multi;
+    for (const State::Subscriber& sub : s.subscribers) all = all && sub.allow_multiple;
+    if (!all) {
+      r = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+      other = "CUPTI for (this process's first subscriber)";
+    }
   }
   if (r != CUPTI_SUCCESS) {
     if (params != nullptr && params->oldSubscriberName != nullptr && params->oldSubscriberSize > 0) {
@@ -39,12 +54,23 @@ CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_SubscriberParams
     }
     return r;
   }
+  State::Subscriber sub;
+  sub.token = new int(0);  // a distinct address per subscription (never freed: handles may be kept)
+  sub.callback = callback;
+  sub.user = user;
+  sub.allow_multiple = multi;
+  s.subscribers.push_back(sub);
   s.stats.subscribed = 1;
-  s.callback = callback;
-  s.callback_user = user;
-  s.callbacks_enabled.clear();
-  *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token);
+  s.stats.subscribers = static_cast<uint32_t>(s.subscribers.size());
+  *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(sub.token);
   return CUPTI_SUCCESS;
+}
+
+State::Subscriber* find_subscriber(State& s, CUpti_SubscriberHandle h) {
+  for (State::Subscriber& sub : s.subscribers) {
+    if (reinterpret_cast<CUpti_SubscriberHandle>(sub.token) == h) return &sub;
+  }
+  return nullptr;
 }
 
 void set_kind(State& s, CUpti_ActivityKind kind, bool on) {
@@ -64,7 +90,12 @@ void set_kind(State& s, CUpti_ActivityKind kind, bool on) {
     s.driver_all = on;
     s.driver_override.clear();
   }
-  if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && on && !was) ++s.stats.activity_sessions;
+  if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && on && !was) {
+    ++s.stats.activity_sessions;
+    // Each registration after the first: that many kernel records at the
+    // head of this session on CUPTI's default clock.
+    s.bad_clock_head = s.stats.timestamp_registrations > 1 ? s.stats.timestamp_registrations - 1 : 0;
+  }
 }
 
 }  // namespace
@@ -75,7 +106,8 @@ CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
   if (!version) return CUPTI_ERROR_INVALID_PARAMETER;
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
-  *version = s.cfg.version ? s.cfg.version : CUPTI_API_VERSION;
+  // subscribers=multi: the release that brought multiple subscribers.
+  *version = s.cfg.version ? s.cfg.version : s.matrix.multi_subscriber ? 130200u : uint32_t(CUPTI_API_VERSION);
   return CUPTI_SUCCESS;
 }
 
@@ -117,29 +149,37 @@ CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti
 // (fake_device.cpp, call_api).
 CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber, CUpti_CallbackDomain domain,
                                          CUpti_CallbackId cbid) {
-  if (subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token)) return CUPTI_ERROR_INVALID_PARAMETER;
-  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return CUPTI_ERROR_INVALID_PARAMETER;
-  if (callback_name(domain, cbid) == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (cbid == 0 || cbid >= CUPTI_CBID_RESOURCE_SIZE) return CUPTI_ERROR_INVALID_PARAMETER;
+  } else if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  } else if (callback_name(domain, cbid) == nullptr) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.stats.subscribed) return CUPTI_ERROR_INVALID_PARAMETER;
+  State::Subscriber* sub = find_subscriber(s, subscriber);
+  if (sub == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   if (enable) {
-    s.callbacks_enabled.insert({int(domain), cbid});
+    sub->enabled.insert({int(domain), cbid});
   } else {
-    s.callbacks_enabled.erase({int(domain), cbid});
+    sub->enabled.erase({int(domain), cbid});
   }
   return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
-  if (subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&g_subscriber_token)) return CUPTI_ERROR_INVALID_PARAMETER;
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.stats.subscribed) return CUPTI_ERROR_INVALID_PARAMETER;
-  s.stats.subscribed = 0;
-  s.callback = nullptr;
-  s.callbacks_enabled.clear();
-  return CUPTI_SUCCESS;
+  for (auto it = s.subscribers.begin(); it != s.subscribers.end(); ++it) {
+    if (reinterpret_cast<CUpti_SubscriberHandle>(it->token) == subscriber) {
+      s.subscribers.erase(it);
+      s.stats.subscribers = static_cast<uint32_t>(s.subscribers.size());
+      s.stats.subscribed = s.subscribers.empty() ? 0 : 1;
+      return CUPTI_SUCCESS;
+    }
+  }
+  return CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
@@ -163,6 +203,7 @@ CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallb
   if (f == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   s.timestamp.store(f);
   s.stats.timestamp_callback_set = 1;
+  ++s.stats.timestamp_registrations;
   measure_clock_offset();
   return CUPTI_SUCCESS;
 }
@@ -272,6 +313,10 @@ CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, siz
     // now on go where it says; buffers being written stay until flushed.
     s.per_thread = *static_cast<uint8_t*>(value) != 0;
     s.switch_pending = false;
+  }
+  if (attr == CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER) {
+    if (*size < sizeof(uint8_t)) return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+    s.zeroed_attr = *static_cast<uint8_t*>(value) != 0;
   }
   return CUPTI_SUCCESS;  // other attributes are accepted and have no effect
 }

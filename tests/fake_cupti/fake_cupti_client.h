@@ -30,6 +30,9 @@ struct FakeCupti {
   void (*second_client_start)() = nullptr;
   fake_cupti_client_stats (*second_client_stop)() = nullptr;
   void (*other_subscriber)(const char*) = nullptr;
+  uint32_t (*launch_cbid)(int) = nullptr;
+  void (*destroy_stream)(uint32_t, uint32_t) = nullptr;
+  void* (*stream_handle)(uint32_t, uint32_t) = nullptr;
   void* handle = nullptr;
 
   // Loads the fake (GPUUTIL_FAKE_CUPTI, compiled in) and selects it for the collector.
@@ -111,6 +114,9 @@ struct FakeCupti {
     bind(h, "fake_cupti_second_client_start", f.second_client_start);
     bind(h, "fake_cupti_second_client_stop", f.second_client_stop);
     bind(h, "fake_cupti_other_subscriber", f.other_subscriber);
+    bind(h, "fake_cupti_launch_cbid", f.launch_cbid);
+    bind(h, "fake_cupti_destroy_stream", f.destroy_stream);
+    bind(h, "fake_cupti_stream_handle", f.stream_handle);
     return f;
   }
 };

@@ -11,7 +11,12 @@
 //   api=start|exit              API record written when the call is made (before its device records) or at its exit
 //   skew=N                      device timestamps N ns earlier than host ones
 //   hold=0|1                    each buffer slot holds a prefetched empty buffer no default flush returns
-//   client=kineto|teardown+per_thread_reset+other_thread+own_clock   the second client's behaviour
+//   client=kineto|teardown+per_thread_reset+other_thread+own_clock+keeps_subscription   the second client's behaviour
+//   launch=chevron|runtime      kernels launched through CUDA 13's <<<>>> (__cudaLaunchKernel) or cudaLaunchKernel
+//   nested=0|outer|inner        runtime launches/copies call the driver inside; the record carries the outer or inner id
+//   flush=always|lazy           a default flush always returns what is complete, or every other one returns nothing
+//   graphs=launch|internal      graph nodes' records on the launch stream, or on internal stream ids
+//   subscribers=one|multi       one subscriber (<= 13.1), or CUPTI 13.2's multiple-subscriber mode
 //
 // "default" (or "") names the cell with every default.
 //
@@ -54,7 +59,8 @@ struct ClientFlag {
 inline constexpr ClientFlag kClientFlags[] = {{"teardown", FAKE_CUPTI_CLIENT_TEARDOWN},
                                               {"per_thread_reset", FAKE_CUPTI_CLIENT_PER_THREAD_RESET},
                                               {"other_thread", FAKE_CUPTI_CLIENT_OTHER_THREAD},
-                                              {"own_clock", FAKE_CUPTI_CLIENT_OWN_CLOCK}};
+                                              {"own_clock", FAKE_CUPTI_CLIENT_OWN_CLOCK},
+                                              {"keeps_subscription", FAKE_CUPTI_CLIENT_KEEPS_SUBSCRIPTION}};
 
 // Parses a cell into `out` (starting from the defaults). "" on success, else
 // what is wrong, in one line.
@@ -101,11 +107,25 @@ inline std::string parse(const std::string& text, fake_cupti_matrix& out) {
       for (const std::string& f : split(v, '+')) {
         int flag = 0;
         for (const ClientFlag& c : kClientFlags) flag = f == c.name ? c.flag : flag;
-        if (flag == 0) return "client takes kineto or teardown+per_thread_reset+other_thread+own_clock, not \"" + f + "\"";
+        if (flag == 0) {
+          return "client takes kineto or teardown+per_thread_reset+other_thread+own_clock+keeps_subscription, not \"" +
+                 f + "\"";
+        }
         out.second_client |= flag;
       }
+    } else if (k == "launch") {
+      err = pick({"chevron", "runtime"}, out.launch_api);
+    } else if (k == "nested") {
+      err = pick({"0", "outer", "inner"}, out.nested_driver);
+    } else if (k == "flush") {
+      err = pick({"always", "lazy"}, out.lazy_flush);
+    } else if (k == "graphs") {
+      err = pick({"launch", "internal"}, out.graph_internal_streams);
+    } else if (k == "subscribers") {
+      err = pick({"one", "multi"}, out.multi_subscriber);
     } else {
-      return "unknown setting \"" + k + "\" (seal, records, buffers, api, skew, hold, client)";
+      return "unknown setting \"" + k +
+             "\" (seal, records, buffers, api, skew, hold, client, launch, nested, flush, graphs, subscribers)";
     }
     if (!err.empty()) return err;
   }
@@ -130,6 +150,11 @@ inline std::string name(const fake_cupti_matrix& m) {
     }
     parts.push_back("client=" + c);
   }
+  if (m.launch_api == FAKE_CUPTI_LAUNCH_RUNTIME) parts.push_back("launch=runtime");
+  if (m.nested_driver) parts.push_back(m.nested_driver == FAKE_CUPTI_NESTED_INNER_ID ? "nested=inner" : "nested=outer");
+  if (m.lazy_flush) parts.push_back("flush=lazy");
+  if (m.graph_internal_streams) parts.push_back("graphs=internal");
+  if (m.multi_subscriber) parts.push_back("subscribers=multi");
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
   return out.empty() ? "default" : out;
@@ -161,18 +186,23 @@ inline fake_cupti_matrix cell(const std::string& text) {
 inline constexpr int64_t kSkewNs = 3000;
 
 // What CI runs: the defaults, each unknown flipped alone, and two cells
-// with the adverse settings at once, one per device-record placement.
+// with the adverse settings at once, one per device-record placement (the
+// second with every behaviour issue 36 added).
 inline std::vector<fake_cupti_matrix> ci_cells() {
   return {cell("default"),        cell("seal=0"),
           cell("records=device"), cell("buffers=global"),
           cell("buffers=switch"), cell("api=exit"),
           cell("skew=3000"),      cell("hold=1"),
+          cell("launch=runtime"), cell("nested=outer"),
+          cell("nested=inner"),   cell("flush=lazy"),
+          cell("graphs=internal"), cell("subscribers=multi"),
           cell("seal=0,buffers=global,api=exit,skew=3000"),
-          cell("records=device,buffers=switch,api=exit,skew=3000")};
+          cell("records=device,buffers=switch,api=exit,skew=3000,nested=inner,flush=lazy,graphs=internal")};
 }
 
-// Every combination of the unknowns (the second client is varied by the
-// coexistence tests themselves): 2 x 2 x 3 x 2 x 2 x 2 = 96 cells.
+// Every combination of the first six unknowns (the second client is
+// varied by the coexistence tests themselves; the settings issue 36 added
+// are crossed with them in ci_cells()): 2 x 2 x 3 x 2 x 2 x 2 = 96 cells.
 inline std::vector<fake_cupti_matrix> full_cells() {
   std::vector<fake_cupti_matrix> out;
   for (int seal : {0, 1})

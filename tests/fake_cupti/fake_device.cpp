@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "fake_cupti_matrix.h"
 #include "fake_state.h"
@@ -61,6 +62,25 @@ Buffer request_buffer(std::unique_lock<std::mutex>& lk, State& s) {
   b.data = buf;
   b.size = size;
   b.max_records = max_records;
+  if (buf != nullptr && size > 0) {
+    if (!s.zeroed_attr) {
+      // CUPTI zeroes the buffer itself, on this (the application's) thread
+      // (cupti_activity.h, CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER = 0).
+      lk.unlock();
+      std::memset(buf, 0, size);
+      lk.lock();
+      ++s.stats.buffers_zeroed_by_cupti;
+    } else {
+      // The client promised a zeroed buffer: spot-check a word per 4 KiB.
+      bool zero = true;
+      for (size_t at = 0; at + sizeof(uint64_t) <= size && zero; at += 4096) {
+        uint64_t word;
+        std::memcpy(&word, buf + at, sizeof(word));
+        zero = word == 0;
+      }
+      if (!zero) ++s.stats.buffers_not_zeroed;
+    }
+  }
   return b;
 }
 
@@ -299,6 +319,17 @@ uint32_t key_of_this_thread(CUpti_ActivityThreadIdType type) {
   return static_cast<uint32_t>(pthread_self());  // CUPTI's default on Linux
 }
 
+// CLOCK_REALTIME - CLOCK_MONOTONIC (CUPTI's default clock against the
+// simulated device's), measured once.
+int64_t realtime_offset_ns() {
+  static const int64_t offset = [] {
+    timespec r;
+    clock_gettime(CLOCK_REALTIME, &r);
+    return int64_t(r.tv_sec) * 1'000'000'000 + r.tv_nsec - mono_ns();
+  }();
+  return offset;
+}
+
 const char* keep_name(State& s, const char* name) {
   if (name == nullptr) name = "<unnamed kernel>";
   for (const std::string& n : s.names) {
@@ -309,11 +340,13 @@ const char* keep_name(State& s, const char* name) {
 }
 
 // The record of one piece of device work, in the layout CUPTI 13 uses.
-std::vector<uint8_t> device_record(State& s, const fake_cupti_work& w, int64_t start, int64_t end, uint32_t corr) {
+std::vector<uint8_t> device_record(State& s, const fake_cupti_work& w, int64_t start, int64_t end, uint32_t corr,
+                                   bool wrong_clock = false) {
   std::vector<uint8_t> rec;
   // Device times -> the client's clock, through CUPTI's GPU->CPU
-  // interpolation (the matrix's skew).
-  const int64_t offset = clock_offset_ns() - s.matrix.skew_ns;
+  // interpolation (the matrix's skew); or CUPTI's default clock (a record
+  // at the head of a session after a re-registration).
+  const int64_t offset = (wrong_clock ? realtime_offset_ns() : clock_offset_ns()) - s.matrix.skew_ns;
   start += offset;
   end += offset;
   const uint32_t context = w.device + 1;
@@ -391,11 +424,36 @@ void emit_work(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const fak
     // records carry a stale correlation id (fixed in 13.1 Update 1).
     if (s.cfg.graph_correlation_bug && is_13_0(s) && s.stats.activity_sessions > 1) corr = s.first_graph_correlation;
   }
-  std::vector<uint8_t> rec = device_record(s, w, start, end, corr);
+  if (w.kind == FAKE_CUPTI_KERNEL && (s.cfg.lose_records > 0 || s.cfg.drop_records > 0)) {
+    // Never written: lost with a buffer (not reported), or dropped (reported).
+    if (s.cfg.lose_records > 0) {
+      --s.cfg.lose_records;
+    } else {
+      --s.cfg.drop_records;
+      s.pending_dropped.fetch_add(1);
+    }
+    ++s.stats.records_lost;
+    s.last_device_end_ns = std::max(s.last_device_end_ns, end);
+    return;
+  }
+  fake_cupti_work placed = w;
+  if (w.graph_id != 0 && s.matrix.graph_internal_streams) placed.stream = 1000 + w.stream;  // a graph's own streams
+  bool wrong_clock = false;
+  if (w.kind == FAKE_CUPTI_KERNEL && s.bad_clock_head > 0) {
+    --s.bad_clock_head;
+    ++s.stats.records_on_wrong_clock;
+    wrong_clock = true;
+  }
+  std::vector<uint8_t> rec = device_record(s, placed, start, end, corr, wrong_clock);
   bool unknown = false;
   bool planted = false;
   if (w.kind == FAKE_CUPTI_KERNEL) {
-    if (s.cfg.zero_timestamps > 0) {
+    if (s.cfg.no_timing_records > 0) {
+      --s.cfg.no_timing_records;
+      auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(rec.data());
+      k->start = k->end = 0;
+      planted = true;
+    } else if (s.cfg.zero_timestamps > 0) {
       --s.cfg.zero_timestamps;
       reinterpret_cast<CUpti_ActivityKernel10*>(rec.data())->start = 0;
       planted = true;
@@ -406,10 +464,10 @@ void emit_work(std::unique_lock<std::mutex>& lk, State& s, Slot& slot, const fak
   }
   s.last_device_end_ns = std::max(s.last_device_end_ns, end);
   if (device_records_mode(s) == FAKE_CUPTI_DEVICE_RECORDS_IN_DEVICE_BUFFER && !unknown) {
-    s.pending.push_back({start, end, w.device, std::move(rec), planted});
+    s.pending.push_back({start, end, w.device, std::move(rec), planted || wrong_clock});
     return;
   }
-  put(lk, s, slot, rec.data(), rec.size(), true, start, end, unknown, planted);
+  put(lk, s, slot, rec.data(), rec.size(), true, start, end, unknown, planted || wrong_clock);
 }
 
 }  // namespace
@@ -512,6 +570,12 @@ void flush_and_deliver(bool flush, bool forced) {
   std::unique_lock<std::mutex> lk(s.mu);
   if (flush) ++s.stats.flushes;
   if (forced) ++s.stats.forced_flushes;
+  if (flush && !forced && s.matrix.lazy_flush && ++s.default_flushes % 2 == 1) {
+    // flush=lazy: this default flush returns nothing at all (the header
+    // promises complete buffers only "eventually"; the next one does).
+    ++s.stats.flushes_returning_nothing;
+    return;
+  }
   const int64_t now = mono_ns();
   complete_device_work(lk, s, now, forced);
   std::vector<Buffer> out = take_locked(s, flush, forced, now);
@@ -559,14 +623,47 @@ void finalize_all() {
   s.stats.callbacks_registered = 0;
   s.timestamp.store(nullptr);
   s.stats.timestamp_callback_set = 0;
+  s.stats.timestamp_registrations = 0;  // CUPTI starts afresh: the next registration is a first one
+  s.bad_clock_head = 0;
   measure_clock_offset();
   s.stats.subscribed = 0;
-  s.callback = nullptr;
-  s.callbacks_enabled.clear();
+  s.subscribers.clear();
+  s.stats.subscribers = 0;
+  s.second_client_token = nullptr;
   s.thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
   s.per_thread = true;
   s.switch_pending = false;
   ++s.stats.finalized;
+}
+
+std::vector<Callee> callees(int domain, uint32_t cbid) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::vector<Callee> out;
+  for (const State::Subscriber& sub : s.subscribers) {
+    if (sub.callback != nullptr && sub.enabled.count({domain, cbid}) != 0) out.push_back({sub.callback, sub.user});
+  }
+  return out;
+}
+
+void resource_callback(uint32_t cbid, CUcontext context, CUstream stream) {
+  const std::vector<Callee> to_call = callees(CUPTI_CB_DOMAIN_RESOURCE, cbid);
+  if (to_call.empty()) return;
+  CUpti_ResourceData d{};
+  d.context = context;
+  d.resourceHandle.stream = stream;
+  for (const Callee& c : to_call) c.callback(c.user, CUPTI_CB_DOMAIN_RESOURCE, cbid, &d);
+}
+
+uint32_t launch_cbid(const fake_cupti_matrix& m, bool per_thread_stream) {
+  if (m.launch_api == FAKE_CUPTI_LAUNCH_RUNTIME) {
+    return per_thread_stream ? CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000
+                             : CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  }
+  // nvcc 13: a <<<>>> launch is __cudaLaunchKernel (crt/host_runtime.h), or
+  // its _ptsz variant under --default-stream per-thread.
+  return per_thread_stream ? CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000
+                           : CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000;
 }
 
 void clear_buffers_locked(State& s) {
@@ -581,25 +678,22 @@ using namespace fake;
 
 namespace {
 
-// The subscriber's callback (callback API) for one call at `site`, if that
-// callback id is enabled; called with mu released, on the calling thread.
-// The parameters are the call's generated *_params struct (build_params):
-// the stream handle and byte count where the real struct has them.
+// The subscribers' callbacks (callback API) for one call at `site`, for
+// every subscriber that enabled that callback id; called with mu released,
+// on the calling thread. The parameters are the call's generated *_params
+// struct (build_params): the stream handle and byte count where the real
+// struct has them. contextUid and context are the calling thread's current
+// context (current_device, else the work's device).
 void api_callback(const fake_cupti_call* call, uint32_t corr, int return_value, CUpti_ApiCallbackSite site,
                   uint64_t* correlation_data) {
-  State& s = st();
-  CUpti_CallbackFunc cb;
-  void* user;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (s.callback == nullptr || s.callbacks_enabled.count({call->domain, call->cbid}) == 0) return;
-    cb = s.callback;
-    user = s.callback_user;
-  }
+  const std::vector<Callee> to_call = callees(call->domain, call->cbid);
+  if (to_call.empty()) return;
   const bool has_work = call->n_work > 0 && call->work != nullptr;
   alignas(16) unsigned char params[kParamsBytes];
   CUcontext context = nullptr;
   build_params(call, params, &context);
+  const uint32_t current = call->current_device > 0 ? uint32_t(call->current_device - 1)
+                                                    : (has_work ? call->work[0].device : call->sync_device);
   int rv = return_value;
   CUpti_CallbackData d{};
   d.callbackSite = site;
@@ -607,11 +701,30 @@ void api_callback(const fake_cupti_call* call, uint32_t corr, int return_value, 
   d.functionParams = params;
   d.functionReturnValue = &rv;
   d.symbolName = has_work && call->work[0].kind == FAKE_CUPTI_KERNEL ? call->work[0].name : nullptr;
-  d.contextUid = (has_work ? call->work[0].device : call->sync_device) + 1;  // as activity records' contextId
-  d.context = context;
+  d.contextUid = current + 1;  // as activity records' contextId
+  d.context = context_handle(current);
   d.correlationData = correlation_data;
   d.correlationId = corr;
-  cb(user, static_cast<CUpti_CallbackDomain>(call->domain), call->cbid, &d);
+  for (const Callee& c : to_call) c.callback(c.user, static_cast<CUpti_CallbackDomain>(call->domain), call->cbid, &d);
+}
+
+// The driver call a runtime call makes inside (matrix nested=outer|inner),
+// or 0: launches call cuLaunchKernel(Ex), async copies cuMemcpyAsync.
+uint32_t nested_driver_cbid(const fake_cupti_call* call) {
+  if (call->domain != CUPTI_CB_DOMAIN_RUNTIME_API) return 0;
+  const char* n = callback_name(CUPTI_CB_DOMAIN_RUNTIME_API, call->cbid);
+  if (n == nullptr) return 0;
+  const std::string_view name(n);
+  const bool ptsz = name.find("_ptsz") != std::string_view::npos;
+  int domain = 0;
+  if (name.find("LaunchKernelExC") != std::string_view::npos) {
+    return callback_id(ptsz ? "cuLaunchKernelEx_ptsz" : "cuLaunchKernelEx", &domain);
+  }
+  if (name.find("LaunchKernel") != std::string_view::npos && name.find("Cooperative") == std::string_view::npos) {
+    return callback_id(ptsz ? "cuLaunchKernel_ptsz" : "cuLaunchKernel", &domain);
+  }
+  if (name.rfind("cudaMemcpyAsync", 0) == 0) return callback_id(ptsz ? "cuMemcpyAsync_ptsz" : "cuMemcpyAsync", &domain);
+  return 0;
 }
 
 // One API call (see fake_cupti_call_api); return_value != 0: it failed, and
@@ -627,8 +740,21 @@ uint32_t call_api(const fake_cupti_call* call, int return_value) {
   // No call is recorded before it began: a call planted ahead of real time
   // is made at its start (a scenario computed ahead plays in real time).
   if (start > mono_ns()) sleep_until(start);
-  uint64_t correlation_data = 0;
+  int nested_mode;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    nested_mode = s.matrix.nested_driver;
+  }
+  // A driver call inside this runtime call: its own correlation id, its own
+  // callbacks and API record, the same work.
+  fake_cupti_call inner = *call;
+  inner.domain = CUPTI_CB_DOMAIN_DRIVER_API;
+  inner.cbid = nested_mode != FAKE_CUPTI_NESTED_NONE && !failed ? nested_driver_cbid(call) : 0;
+  const uint32_t inner_corr = inner.cbid != 0 ? s.correlation.fetch_add(1) : 0;
+  const uint32_t record_corr = inner_corr != 0 && nested_mode == FAKE_CUPTI_NESTED_INNER_ID ? inner_corr : corr;
+  uint64_t correlation_data = 0, inner_data = 0;
   api_callback(call, corr, return_value, CUPTI_API_ENTER, &correlation_data);
+  if (inner_corr != 0) api_callback(&inner, inner_corr, 0, CUPTI_API_ENTER, &inner_data);
   std::unique_lock<std::mutex> lk(s.mu);
   // Schedule the device work on its streams.
   std::vector<std::pair<int64_t, int64_t>> times;
@@ -658,21 +784,24 @@ uint32_t call_api(const fake_cupti_call* call, int return_value) {
   }
   // The call's host records: its API record (if that callback id is
   // traced) and, for a synchronizing call, its synchronization record.
+  auto api_record = [&](Slot& slot, int domain, uint32_t cbid, uint32_t id, int64_t a, int64_t b, int rv) {
+    const CUpti_CallbackDomain dom = static_cast<CUpti_CallbackDomain>(domain);
+    if (!api_traced(s, dom, cbid)) return;
+    const int64_t offset = clock_offset_ns();
+    CUpti_ActivityAPI r{};
+    r.kind = dom == CUPTI_CB_DOMAIN_DRIVER_API ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+    r.cbid = cbid;
+    r.start = static_cast<uint64_t>(a + offset);
+    r.end = static_cast<uint64_t>(b + offset);
+    r.processId = static_cast<uint32_t>(getpid());
+    r.threadId = this_thread_id(s);
+    r.correlationId = id;
+    r.returnValue = static_cast<uint32_t>(rv);
+    put(lk, s, slot, &r, sizeof(r), false, 0, 0);
+  };
   auto host_records = [&](Slot& slot) {
-    const CUpti_CallbackDomain domain = static_cast<CUpti_CallbackDomain>(call->domain);
-    if (api_traced(s, domain, call->cbid)) {
-      const int64_t offset = clock_offset_ns();
-      CUpti_ActivityAPI r{};
-      r.kind = domain == CUPTI_CB_DOMAIN_DRIVER_API ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
-      r.cbid = call->cbid;
-      r.start = static_cast<uint64_t>(start + offset);
-      r.end = static_cast<uint64_t>(end + offset);
-      r.processId = static_cast<uint32_t>(getpid());
-      r.threadId = this_thread_id(s);
-      r.correlationId = corr;
-      r.returnValue = static_cast<uint32_t>(return_value);
-      put(lk, s, slot, &r, sizeof(r), false, 0, 0);
-    }
+    api_record(slot, call->domain, call->cbid, corr, start, end, return_value);
+    if (inner_corr != 0) api_record(slot, inner.domain, inner.cbid, inner_corr, start, end, 0);
     if (call->sync != FAKE_CUPTI_SYNC_NONE && !failed && kind_enabled(s, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) {
       CUpti_ActivitySynchronization2 y{};
       y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
@@ -690,7 +819,7 @@ uint32_t call_api(const fake_cupti_call* call, int return_value) {
   if (!at_exit) host_records(writing_slot_locked(s));
   if (!call->captured) {
     for (int i = 0; i < n_work; ++i) {
-      emit_work(lk, s, writing_slot_locked(s), call->work[i], times[i].first, times[i].second, corr);
+      emit_work(lk, s, writing_slot_locked(s), call->work[i], times[i].first, times[i].second, record_corr);
     }
   }
   if (at_exit) {
@@ -704,6 +833,7 @@ uint32_t call_api(const fake_cupti_call* call, int return_value) {
     host_records(writing_slot_locked(s));
   }
   lk.unlock();
+  if (inner_corr != 0) api_callback(&inner, inner_corr, 0, CUPTI_API_EXIT, &inner_data);
   api_callback(call, corr, return_value, CUPTI_API_EXIT, &correlation_data);
   return corr;
 }
@@ -757,11 +887,17 @@ void fake_cupti_launch_kernel(const char* name, uint32_t stream, int64_t duratio
   w.registers_per_thread = 32;
   fake_cupti_call c{};
   c.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
-  c.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  c.cbid = fake_cupti_launch_cbid(stream == fake_cupti_per_thread_stream());
   c.api_ns = 2000;
   c.work = &w;
   c.n_work = 1;
   fake_cupti_call_api(&c);
+}
+
+uint32_t fake_cupti_launch_cbid(int per_thread_stream) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return launch_cbid(s.matrix, per_thread_stream != 0);
 }
 
 void fake_cupti_device_synchronize(void) {
@@ -786,10 +922,28 @@ void fake_cupti_reset(const fake_cupti_config* config) {
   s.stats = fake_cupti_stats{};
   s.stats.enabled_kinds_mask = keep.enabled_kinds_mask;
   s.stats.callbacks_registered = keep.callbacks_registered;
-  s.stats.timestamp_callback_set = keep.timestamp_callback_set;
+  // CUPTI's own clock again, as in a fresh process (registrations are
+  // counted afresh: a client registers anew).
+  s.timestamp.store(nullptr);
+  measure_clock_offset();
   s.stats.subscribed = keep.subscribed;
   s.thread_id_type = CUPTI_ACTIVITY_THREAD_ID_TYPE_DEFAULT;
   s.other_subscriber.clear();
+  // The keeps_subscription client's subscription lasts the process in real
+  // life; tests start afresh.
+  if (s.second_client_token != nullptr) {
+    for (auto it = s.subscribers.begin(); it != s.subscribers.end(); ++it) {
+      if (it->token == s.second_client_token) {
+        s.subscribers.erase(it);
+        break;
+      }
+    }
+    s.second_client_token = nullptr;
+    s.stats.subscribed = s.subscribers.empty() ? 0 : 1;
+  }
+  s.stats.subscribers = static_cast<uint32_t>(s.subscribers.size());
+  s.bad_clock_head = 0;  // registrations are counted from here (each test starts as a fresh process would)
+  s.default_flushes = 0;
   // Buffers the fake held belong to the previous client; forget them.
   clear_buffers_locked(s);
   s.pending_dropped = 0;

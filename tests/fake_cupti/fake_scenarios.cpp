@@ -72,7 +72,7 @@ void run_steps(fake_cupti_scenario sc) {
       w.grid[0] = 132;
       w.block[0] = 256;
       w.registers_per_thread = 32;
-      launch(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, w, si, sc.kernel_ns);
+      launch(fake_cupti_launch_cbid(0), w, si, sc.kernel_ns);  // the cell's: CUDA 13's <<<>>> by default
     }
     for (int k = 0; k < sc.nccl_kernels_per_step; ++k) {
       fake_cupti_work w{};

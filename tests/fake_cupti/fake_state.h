@@ -88,12 +88,24 @@ struct State {
   bool driver_all = false;
   std::map<uint32_t, bool> runtime_override;  // cuptiActivityEnableRuntimeApi
   std::map<uint32_t, bool> driver_override;   // cuptiActivityEnableDriverApi
-  // Subscription.
-  bool subscribed = false;
-  CUpti_CallbackFunc callback = nullptr;  // the subscriber's callback (cuptiSubscribe)
-  void* callback_user = nullptr;
-  std::set<std::pair<int, uint32_t>> callbacks_enabled;  // (domain, cbid): cuptiEnableCallback
+  // Subscriptions: one, or several in multi-subscriber mode (CUPTI 13.2)
+  // when every one of them asked for it.
+  struct Subscriber {
+    int* token = nullptr;  // what its CUpti_SubscriberHandle points at
+    CUpti_CallbackFunc callback = nullptr;
+    void* user = nullptr;
+    bool allow_multiple = false;
+    std::set<std::pair<int, uint32_t>> enabled;  // (domain, cbid): cuptiEnableCallback
+  };
+  std::vector<Subscriber> subscribers;
   std::string other_subscriber;  // another tool holds the subscription
+  int* second_client_token = nullptr;  // the keeps_subscription client's subscription (dropped by a reset)
+  // Timestamp callback registrations: each one after the first leaves that
+  // many kernel records at the head of every later activity session on
+  // CUPTI's default clock (pytorch/pytorch#192021's standalone repro).
+  uint32_t bad_clock_head = 0;  // kernel records of this activity session still to stamp wrongly
+  bool zeroed_attr = false;     // CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER
+  uint64_t default_flushes = 0;  // flush=lazy: every other one returns nothing
   // Buffers.
   std::vector<Slot*> thread_slots;        // never freed (threads may outlive a reset)
   Slot global_slot;                       // PER_THREAD_ACTIVITY_BUFFER=0
@@ -156,11 +168,25 @@ void finalize_all();
 
 // Streams and contexts as handles (fake_streams.cpp).
 constexpr size_t kParamsBytes = 256;
-CUstream stream_handle(uint32_t device, uint32_t id);  // stable per (device, id)
+// Stable per (device, id) until destroyed; a new one is announced to the
+// subscribers (STREAM_CREATED) on the calling thread, mu released.
+CUstream stream_handle(uint32_t device, uint32_t id);
 uint32_t stream_id_of(CUstream s);                      // NULL: the legacy default stream (7)
 CUcontext context_handle(uint32_t device);
 // The call's functionParams (kParamsBytes, 8-aligned) and its context.
 void build_params(const fake_cupti_call* call, unsigned char* out, CUcontext* context);
+
+// The subscribers' callbacks enabled for (domain, cbid), to call with mu
+// released (a copy).
+struct Callee {
+  CUpti_CallbackFunc callback;
+  void* user;
+};
+std::vector<Callee> callees(int domain, uint32_t cbid);
+// A resource callback (stream created / destroyed) to every subscriber that enabled it.
+void resource_callback(uint32_t cbid, CUcontext context, CUstream stream);
+// The callback id a kernel launch goes through in this cell (mu held or not).
+uint32_t launch_cbid(const fake_cupti_matrix& m, bool per_thread_stream);
 
 // Device work with no API call, many items under one lock (streaming
 // scenarios); each item gets its own correlation id.

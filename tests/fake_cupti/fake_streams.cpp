@@ -13,9 +13,16 @@
 //    (fake_cupti_per_thread_stream): NULL in a _ptsz call,
 //    CU_STREAM_PER_THREAD otherwise; cuptiGetStreamIdEx resolves a per-thread
 //    handle to the *calling* thread's stream, as CUDA does;
-//  - any other id has one opaque handle per (device, id), stable for the
-//    process (the fake driver's cuStreamCreate hands these out);
-//  - each device has one context handle (CUpti_CallbackData::context).
+//  - any other id has one opaque handle per (device, id), made when first
+//    used (announced to subscribers with CUPTI_CBID_RESOURCE_STREAM_CREATED,
+//    on the creating thread) and stable until fake_cupti_destroy_stream
+//    (CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING first); a destroyed
+//    stream's handle is recycled for the next stream made, as a real
+//    allocator may, so a handle kept past its stream names another one;
+//  - each device has one context handle (CUpti_CallbackData::context), and
+//    cuptiGetContextId gives device + 1 (the activity records' contextId).
+//  - cuptiGetStreamIdEx on a destroyed stream's handle is counted
+//    (stats.stream_ids_after_destroy): real CUPTI promises nothing for it.
 // The parameters carry the call's stream at its real offset for the launch,
 // copy, memset and graph-launch calls gpuutil reads, with the byte count of
 // copies and memsets; every other call gets the byte count at offset 16.
@@ -41,6 +48,7 @@ struct StreamObject {
   uint32_t id;
 };
 constexpr uint32_t kStreamMagic = 0x5354524d;  // "STRM"
+constexpr uint32_t kDeadMagic = 0x44454144;    // "DEAD": destroyed, waiting to be recycled
 constexpr uint32_t kLegacyStream = 7;
 constexpr uint32_t kContexts = 16;
 
@@ -50,10 +58,17 @@ struct ContextObject {
 ContextObject g_contexts[kContexts] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}};
 
 std::mutex g_streams_mu;
-std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<StreamObject>>& streams() {
-  static auto* m = new std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<StreamObject>>();
+// Live streams by (device, id); objects are never freed (clients may keep
+// handles), destroyed ones wait in g_free for reuse.
+std::map<std::pair<uint32_t, uint32_t>, StreamObject*>& streams() {
+  static auto* m = new std::map<std::pair<uint32_t, uint32_t>, StreamObject*>();
   return *m;
 }
+std::vector<StreamObject*>& free_objects() {
+  static auto* v = new std::vector<StreamObject*>();
+  return *v;
+}
+std::atomic<uint64_t> g_stream_generation{0};  // bumped at each destroy (per-thread caches go stale)
 
 std::atomic<uint32_t> g_next_per_thread{900};
 
@@ -127,15 +142,33 @@ CallParams params_of(int domain, uint32_t cbid) {
 CUstream stream_handle(uint32_t device, uint32_t id) {
   // Launches come in runs on one stream: the last answer is kept per thread.
   thread_local uint32_t last_device = UINT32_MAX, last_id = UINT32_MAX;
+  thread_local uint64_t last_generation = UINT64_MAX;
   thread_local CUstream last = nullptr;
-  if (device == last_device && id == last_id) return last;
-  std::lock_guard<std::mutex> lock(g_streams_mu);
+  const uint64_t generation = g_stream_generation.load();
+  if (device == last_device && id == last_id && generation == last_generation) return last;
+  StreamObject* created = nullptr;
+  CUstream h;
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    StreamObject*& slot = streams()[{device, id}];
+    if (slot == nullptr) {
+      if (!free_objects().empty()) {
+        slot = free_objects().back();  // a recycled handle
+        free_objects().pop_back();
+      } else {
+        slot = new StreamObject{};
+      }
+      *slot = StreamObject{kStreamMagic, device, id};
+      created = slot;
+    }
+    h = reinterpret_cast<CUstream>(slot);
+  }
   last_device = device;
   last_id = id;
-  auto& slot = streams()[{device, id}];
-  if (!slot) slot.reset(new StreamObject{kStreamMagic, device, id});
-  last = reinterpret_cast<CUstream>(slot.get());
-  return last;
+  last_generation = generation;
+  last = h;
+  if (created != nullptr) resource_callback(CUPTI_CBID_RESOURCE_STREAM_CREATED, context_handle(device), h);
+  return h;
 }
 
 uint32_t stream_id_of(CUstream s) {
@@ -251,14 +284,54 @@ CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream, uint
     return CUPTI_SUCCESS;
   }
   const auto* s = reinterpret_cast<const StreamObject*>(stream);
+  uint32_t device, id;
   {
     std::lock_guard<std::mutex> lock(g_streams_mu);
+    if (s->magic == kDeadMagic) {
+      State& state = st();
+      std::lock_guard<std::mutex> state_lock(state.mu);
+      ++state.stats.stream_ids_after_destroy;  // undefined in CUDA: counted here
+      return CUPTI_ERROR_INVALID_STREAM;
+    }
     const auto it = streams().find({s->device, s->id});
-    if (it == streams().end() || it->second.get() != s) return CUPTI_ERROR_INVALID_STREAM;
+    if (it == streams().end() || it->second != s) return CUPTI_ERROR_INVALID_STREAM;
+    device = s->device;
+    id = s->id;
   }
-  if (context != nullptr && context != context_handle(s->device)) return CUPTI_ERROR_INVALID_STREAM;
-  *stream_id = s->id;
+  if (context != nullptr && context != context_handle(device)) return CUPTI_ERROR_INVALID_STREAM;
+  *stream_id = id;
   return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint32_t* context_id) {
+  if (context == nullptr || context_id == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+  for (uint32_t d = 0; d < kContexts; ++d) {
+    if (context == context_handle(d)) {
+      *context_id = d + 1;
+      return CUPTI_SUCCESS;
+    }
+  }
+  return CUPTI_ERROR_INVALID_CONTEXT;
+}
+
+void* fake_cupti_stream_handle(uint32_t device, uint32_t id) { return stream_handle(device, id); }
+
+void fake_cupti_destroy_stream(uint32_t device, uint32_t id) {
+  CUstream h = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_streams_mu);
+    const auto it = streams().find({device, id});
+    if (it == streams().end()) return;
+    h = reinterpret_cast<CUstream>(it->second);
+  }
+  resource_callback(CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING, context_handle(device), h);
+  std::lock_guard<std::mutex> lock(g_streams_mu);
+  const auto it = streams().find({device, id});
+  if (it == streams().end()) return;
+  it->second->magic = kDeadMagic;
+  free_objects().push_back(it->second);
+  streams().erase(it);
+  g_stream_generation.fetch_add(1);
 }
 
 }  // extern "C"

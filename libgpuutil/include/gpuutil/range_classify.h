@@ -42,13 +42,42 @@ std::string_view strip_api_suffixes(std::string_view name);
 // per-thread-stream variants ("cudaLaunchKernel_ptsz") kept apart.
 std::string_view strip_api_version(std::string_view name);
 
-// What a CUDA runtime/driver (or HIP) call means for live collection.
+// What a CUDA runtime/driver (or HIP) call does to the device, by its name
+// (cuptiGetCallbackName's, or a trace's): every callback id of the CUPTI
+// headers gets one (tests/cpp/test_call_coverage.cpp checks each id whose
+// name or parameters say it submits or waits for device work against it).
+// The family prefix may be "cuda", "cu", "hip" or CUDA 13's "__cuda" (a
+// `<<<>>>` launch is `__cudaLaunchKernel`, crt/host_runtime.h).
+enum class ApiCategory : uint8_t {
+  kOther,         // no device work: allocation, queries, graph construction, module loading, ...
+  kLaunch,        // a kernel launch (cudaLaunchKernel, __cudaLaunchKernel, cuLaunchKernelEx, cooperative, legacy cudaLaunch)
+  kGraphLaunch,   // cudaGraphLaunch / cuGraphLaunch: many kernel/copy/memset records, one correlation id
+  kCopy,          // a copy: one memcpy record (a batch copy: many)
+  kMemset,        // a memset: one memset record
+  kSync,          // the host waits for device work (device, context, stream, event)
+  kEventRecord,   // records an event on a stream (device-side; no record of its own)
+  kStreamWait,    // a stream waits on the device (event, value, external semaphore): no host wait, no record
+  kStreamWork,    // stream-ordered work with no kernel/memcpy/memset record (memory ops, async alloc/free,
+                  // prefetch/discard, semaphore signals, graph upload, decompression)
+  kHostFunc,      // a host function enqueued on a stream (cudaLaunchHostFunc, cudaStreamAddCallback)
+  kCaptureBegin,  // stream capture begins (its stream's work goes into a graph, nothing runs)
+  kCaptureEnd,
+  kStreamCreate,
+  kStreamDestroy,
+};
+ApiCategory classify_call(std::string_view name);
+const char* to_string(ApiCategory c);
+
+// What a CUDA runtime/driver (or HIP) call means for live collection,
+// derived from its ApiCategory.
 enum class CaptureMark : uint8_t { kNone, kBegin, kEnd };
 struct ApiRole {
-  bool traced = false;          // worth an API record: launch, copy, memset, sync, capture, event record/wait
+  ApiCategory category = ApiCategory::kOther;
+  bool traced = false;          // worth an API record: every category but kOther
   bool expects_record = false;  // enqueues device work that produces a kernel/memcpy/memset record
-  bool graph_launch = false;    // one call, many device records with its correlation id
-  CaptureMark capture = CaptureMark::kNone;  // stream capture begins / ends on the calling thread
+  bool graph_launch = false;    // one call, many device records with its correlation id, no count
+  bool multi_record = false;    // many records, one correlation id: graph launches, batch copies, multi-device launches
+  CaptureMark capture = CaptureMark::kNone;  // stream capture begins / ends
 };
 ApiRole api_role(std::string_view name);
 

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstddef>
+#include <initializer_list>
 
 namespace gpuutil {
 
@@ -40,9 +41,11 @@ int64_t parse_non_negative(std::string_view digits) {
   return v;
 }
 
-// The API family prefix ("cuda", "cu", "hip") removed, or "" when the name is
-// not a CUDA runtime/driver or HIP call.
+// The API family prefix ("cuda", "__cuda" (CUDA 13's `<<<>>>` entry
+// points), "cu", "hip") removed, or "" when the name is not a CUDA
+// runtime/driver or HIP call.
 std::string_view api_stem(std::string_view name) {
+  if (starts_with(name, "__cuda")) return name.substr(6);
   if (starts_with(name, "cuda")) return name.substr(4);
   if (starts_with(name, "hip")) return name.substr(3);
   if (starts_with(name, "cu")) return name.substr(2);
@@ -138,56 +141,138 @@ RangeCategory classify_range(std::string_view name, bool is_op) {
   return is_op ? RangeCategory::kOp : RangeCategory::kAnnotation;
 }
 
-ApiClass classify_api(std::string_view name) {
-  const std::string_view base = strip_api_suffixes(name);
-  const std::string_view stem = api_stem(base);
-  if (stem.empty()) return kOtherApi;
-
-  // --- Synchronization: the host blocks until device work completes.
-  if (stem == "DeviceSynchronize" || stem == "ThreadSynchronize") return {HostApiKind::kSynchronize, SyncKind::kDevice};
-  if (stem == "StreamSynchronize") return {HostApiKind::kSynchronize, SyncKind::kStream};
-  if (stem == "EventSynchronize") return {HostApiKind::kSynchronize, SyncKind::kEvent};
-  if (stem == "CtxSynchronize") return {HostApiKind::kSynchronize, SyncKind::kContext};
-  // cudaStreamWaitEvent / cuStreamWaitEvent / hipStreamWaitEvent order two
-  // streams on the device; the host does not wait. Query calls never block.
-  if (contains(stem, "WaitEvent") || contains(stem, "Query")) return kOtherApi;
-
-  // --- Launches: kernels, cooperative kernels, graphs.
-  if (stem == "GraphLaunch") return {HostApiKind::kLaunch, SyncKind::kNone, true};
-  if (contains(stem, "Launch") && contains(stem, "Kernel")) return {HostApiKind::kLaunch, SyncKind::kNone};
-  if (stem == "LaunchGrid" || stem == "LaunchGridAsync") return {HostApiKind::kLaunch, SyncKind::kNone};
-
-  // --- Copies and memsets.
-  const bool is_memcpy = contains(stem, "Memcpy");
-  const bool is_memset = contains(stem, "Memset");
-  if (is_memcpy || is_memset || starts_with(stem, "MemPrefetch")) {
-    if (ends_with(stem, "Async")) return {HostApiKind::kAsyncCopy, SyncKind::kNone};
-    // Synchronous memset APIs return once the memset is enqueued for
-    // device memory: treat them like their async variants.
-    if (is_memset) return {HostApiKind::kAsyncCopy, SyncKind::kNone};
-    // hipMemcpyWithStream is what PyTorch ROCm uses for blocking copies.
-    if (stem == "MemcpyWithStream") return {HostApiKind::kBlockingCopy, SyncKind::kOther};
-    // Explicit device-to-device copies perform no host-side
-    // synchronization (CUDA "API synchronization behavior").
-    if (contains(stem, "DtoD")) return {HostApiKind::kAsyncCopy, SyncKind::kNone};
-    if (is_memcpy) return {HostApiKind::kBlockingCopy, SyncKind::kOther};
+ApiCategory classify_call(std::string_view name) {
+  const std::string_view stem = api_stem(strip_api_suffixes(name));
+  if (stem.empty()) return ApiCategory::kOther;
+  auto any_of = [&](std::initializer_list<std::string_view> needles) {
+    for (std::string_view n : needles) {
+      if (contains(stem, n)) return true;
+    }
+    return false;
+  };
+  // Graphs: only a launch runs one (and an upload is stream-ordered work);
+  // every other Graph* call builds, instantiates or edits one. Graphics*
+  // is interop: mapping resources is ordered on a stream.
+  if (starts_with(stem, "Graphics")) {
+    return stem == "GraphicsMapResources" || stem == "GraphicsUnmapResources" ? ApiCategory::kStreamWork
+                                                                              : ApiCategory::kOther;
   }
-  return kOtherApi;
+  if (starts_with(stem, "Graph")) {
+    if (stem == "GraphLaunch") return ApiCategory::kGraphLaunch;
+    if (stem == "GraphUpload") return ApiCategory::kStreamWork;
+    return ApiCategory::kOther;
+  }
+  // The host waits: DeviceSynchronize, ThreadSynchronize, CtxSynchronize,
+  // StreamSynchronize, EventSynchronize.
+  if (ends_with(stem, "Synchronize")) return ApiCategory::kSync;
+  if (any_of({"LaunchHostFunc", "StreamAddCallback"})) return ApiCategory::kHostFunc;
+  // Kernel launches: cudaLaunchKernel(ExC), __cudaLaunchKernel, cooperative
+  // (multi-device) launches, cuLaunchKernel(Ex), the legacy cudaLaunch,
+  // cuLaunch, cuLaunchGrid(Async), HIP's (Ext)(Module)LaunchKernel.
+  if ((contains(stem, "Launch") && contains(stem, "Kernel")) || stem == "Launch" || stem == "LaunchGrid" ||
+      stem == "LaunchGridAsync") {
+    return ApiCategory::kLaunch;
+  }
+  if (contains(stem, "Memcpy")) return ApiCategory::kCopy;
+  if (contains(stem, "Memset")) return ApiCategory::kMemset;
+  if (starts_with(stem, "StreamBeginCapture")) return ApiCategory::kCaptureBegin;
+  if (starts_with(stem, "StreamEndCapture")) return ApiCategory::kCaptureEnd;
+  if (starts_with(stem, "StreamCreate") || stem == "GreenCtxStreamCreate") return ApiCategory::kStreamCreate;
+  if (starts_with(stem, "StreamDestroy")) return ApiCategory::kStreamDestroy;
+  if (starts_with(stem, "EventRecord") || ends_with(stem, "RecordEvent")) return ApiCategory::kEventRecord;
+  if (any_of({"WaitEvent", "StreamWaitValue", "WaitExternalSemaphores"})) return ApiCategory::kStreamWait;
+  if (any_of({"MemPrefetch", "MemDiscard", "StreamWriteValue", "StreamBatchMemOp", "SignalExternalSemaphores",
+              "MallocAsync", "FreeAsync", "MallocFromPoolAsync", "MemAllocAsync", "MemAllocFromPoolAsync",
+              "MemMapArrayAsync", "StreamAttachMemAsync", "MemBatchDecompressAsync"})) {
+    return ApiCategory::kStreamWork;
+  }
+  return ApiCategory::kOther;
+}
+
+const char* to_string(ApiCategory c) {
+  switch (c) {
+    case ApiCategory::kOther: return "other";
+    case ApiCategory::kLaunch: return "launch";
+    case ApiCategory::kGraphLaunch: return "graph_launch";
+    case ApiCategory::kCopy: return "copy";
+    case ApiCategory::kMemset: return "memset";
+    case ApiCategory::kSync: return "sync";
+    case ApiCategory::kEventRecord: return "event_record";
+    case ApiCategory::kStreamWait: return "stream_wait";
+    case ApiCategory::kStreamWork: return "stream_work";
+    case ApiCategory::kHostFunc: return "host_func";
+    case ApiCategory::kCaptureBegin: return "capture_begin";
+    case ApiCategory::kCaptureEnd: return "capture_end";
+    case ApiCategory::kStreamCreate: return "stream_create";
+    case ApiCategory::kStreamDestroy: return "stream_destroy";
+  }
+  return "other";
+}
+
+ApiClass classify_api(std::string_view name) {
+  const std::string_view stem = api_stem(strip_api_suffixes(name));
+  switch (classify_call(name)) {
+    case ApiCategory::kSync:
+      if (stem == "DeviceSynchronize" || stem == "ThreadSynchronize") return {HostApiKind::kSynchronize, SyncKind::kDevice};
+      if (stem == "StreamSynchronize") return {HostApiKind::kSynchronize, SyncKind::kStream};
+      if (stem == "EventSynchronize") return {HostApiKind::kSynchronize, SyncKind::kEvent};
+      if (stem == "CtxSynchronize") return {HostApiKind::kSynchronize, SyncKind::kContext};
+      return kOtherApi;
+    case ApiCategory::kLaunch:
+      return {HostApiKind::kLaunch, SyncKind::kNone};
+    case ApiCategory::kGraphLaunch:
+      return {HostApiKind::kLaunch, SyncKind::kNone, true};
+    case ApiCategory::kMemset:
+      // Synchronous memset APIs return once the memset is enqueued for
+      // device memory: treat them like their async variants.
+      return {HostApiKind::kAsyncCopy, SyncKind::kNone};
+    case ApiCategory::kCopy:
+      if (ends_with(stem, "Async")) return {HostApiKind::kAsyncCopy, SyncKind::kNone};
+      // hipMemcpyWithStream is what PyTorch ROCm uses for blocking copies.
+      if (stem == "MemcpyWithStream") return {HostApiKind::kBlockingCopy, SyncKind::kOther};
+      // Explicit device-to-device copies perform no host-side
+      // synchronization (CUDA "API synchronization behavior").
+      if (contains(stem, "DtoD")) return {HostApiKind::kAsyncCopy, SyncKind::kNone};
+      return {HostApiKind::kBlockingCopy, SyncKind::kOther};
+    case ApiCategory::kStreamWork:
+      // A prefetch enqueues a migration the way an async copy does (its
+      // records are unified-memory ones, which gpuutil does not trace).
+      if (starts_with(stem, "MemPrefetch")) return {HostApiKind::kAsyncCopy, SyncKind::kNone};
+      return kOtherApi;
+    default:
+      return kOtherApi;
+  }
 }
 
 ApiRole api_role(std::string_view name) {
   ApiRole role;
+  role.category = classify_call(name);
   const std::string_view stem = api_stem(strip_api_suffixes(name));
-  if (stem.empty()) return role;
-  const ApiClass cls = classify_api(name);
-  const bool prefetch = starts_with(stem, "MemPrefetch");  // unified-memory records, not memcpy
-  role.expects_record = !prefetch && (cls.kind == HostApiKind::kLaunch || cls.kind == HostApiKind::kAsyncCopy ||
-                                      cls.kind == HostApiKind::kBlockingCopy);
-  role.graph_launch = stem == "GraphLaunch";
-  if (contains(stem, "BeginCapture")) role.capture = CaptureMark::kBegin;
-  if (contains(stem, "EndCapture")) role.capture = CaptureMark::kEnd;
-  role.traced = cls.kind != HostApiKind::kOther || role.capture != CaptureMark::kNone || contains(stem, "WaitEvent") ||
-                stem == "EventRecord" || stem == "EventRecordWithFlags";
+  switch (role.category) {
+    case ApiCategory::kLaunch:
+      role.expects_record = true;
+      role.multi_record = contains(stem, "MultiDevice");  // a record on each device
+      break;
+    case ApiCategory::kGraphLaunch:
+      role.expects_record = role.graph_launch = role.multi_record = true;
+      break;
+    case ApiCategory::kCopy:
+      role.expects_record = true;
+      role.multi_record = contains(stem, "Batch");  // a record per copy of the batch
+      break;
+    case ApiCategory::kMemset:
+      role.expects_record = true;
+      break;
+    case ApiCategory::kCaptureBegin:
+      role.capture = CaptureMark::kBegin;
+      break;
+    case ApiCategory::kCaptureEnd:
+      role.capture = CaptureMark::kEnd;
+      break;
+    default:
+      break;
+  }
+  role.traced = role.category != ApiCategory::kOther;
   return role;
 }
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 namespace gpuutil::cupti {
@@ -81,12 +82,19 @@ bool BufferPool::take_completed(uint8_t*& buffer, size_t& valid_bytes) {
   return true;
 }
 
-int64_t BufferPool::oldest_held_since_ns() const {
+int64_t BufferPool::oldest_held_since_ns(bool written_only) const {
   int64_t oldest = INT64_MAX;
   const size_t n = count();
   for (size_t i = 0; i < n && base_; ++i) {
     const int64_t t = held_since_ns_[i].load(std::memory_order_acquire);
-    if (t < oldest) oldest = t;
+    if (t >= oldest) continue;
+    if (written_only) {
+      // CUPTI may be writing it now: one relaxed word read, only ever
+      // compared with zero (a buffer is handed out zeroed).
+      const auto* head = reinterpret_cast<const uint64_t*>(base_ + size_t(i) * buffer_bytes_);
+      if (__atomic_load_n(head, __ATOMIC_RELAXED) == 0) continue;
+    }
+    oldest = t;
   }
   return oldest;
 }
@@ -96,9 +104,12 @@ void BufferPool::forget_held() {
   for (size_t i = 0; i < n && base_; ++i) held_since_ns_[i].store(INT64_MAX, std::memory_order_release);
 }
 
-void BufferPool::release(uint8_t* buffer) {
+void BufferPool::release(uint8_t* buffer, size_t zero_bytes) {
   const int64_t i = index_of(buffer);
   if (i < 0) return;
+  // Handed out zeroed again (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER:
+  // CUPTI then does not zero it on the application's thread).
+  if (zero_bytes > 0) std::memset(buffer, 0, std::min(zero_bytes, buffer_bytes_));
   free_.push(static_cast<uint64_t>(i));
   outstanding_.fetch_sub(1, std::memory_order_acq_rel);
 }

@@ -63,14 +63,19 @@ class BufferPool {
 
   // Drain thread: next completed buffer, or false when none.
   bool take_completed(uint8_t*& buffer, size_t& valid_bytes);
-  // Drain thread: returns a decoded buffer to the free ring.
-  void release(uint8_t* buffer);
+  // Drain thread: returns a decoded buffer to the free ring, zeroing its
+  // first zero_bytes (what CUPTI wrote: buffers are handed out zeroed,
+  // untouched pages of the mapping are zero already).
+  void release(uint8_t* buffer, size_t zero_bytes = 0);
 
   // Buffers currently outside the pool (in CUPTI or queued), for stop().
   size_t outstanding() const { return outstanding_.load(std::memory_order_acquire); }
   // When the oldest buffer CUPTI still holds was handed out (INT64_MAX when
   // CUPTI holds none): records newer than that may still be in it.
-  int64_t oldest_held_since_ns() const;
+  // written_only: only buffers CUPTI has written into (their first word is
+  // no longer zero; buffers are handed out zeroed): a prefetched buffer
+  // CUPTI keeps empty hides no record.
+  int64_t oldest_held_since_ns(bool written_only = false) const;
   // Buffers CUPTI holds now went to another client (it took CUPTI over):
   // no longer waited for (oldest_held_since_ns() skips them). They stay
   // outstanding and are never reused unless they come back. Called while

@@ -55,6 +55,7 @@ std::string CuptiApi::bind(void* h) {
   sym(h, "cuptiActivitySetAttribute", ActivitySetAttribute);
   sym(h, "cuptiGetTimestamp", GetTimestamp);
   sym(h, "cuptiGetStreamIdEx", GetStreamIdEx);
+  sym(h, "cuptiGetContextId", GetContextId);
   return "";
 }
 

@@ -49,6 +49,8 @@ struct CuptiApi {
   CUptiResult (*GetTimestamp)(uint64_t*) = nullptr;
   // A stream handle to CUPTI's stream id (what activity records carry).
   CUptiResult (*GetStreamIdEx)(CUcontext, CUstream, uint8_t, uint32_t*) = nullptr;
+  // A CUcontext to CUPTI's context id (what activity records carry).
+  CUptiResult (*GetContextId)(CUcontext, uint32_t*) = nullptr;
 
   void* handle = nullptr;  // dlopen handle (never dlclosed: CUPTI may still call us)
   std::string path;        // the library that was loaded

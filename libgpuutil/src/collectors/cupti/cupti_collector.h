@@ -1,11 +1,26 @@
 // The live CUPTI activity collector: owns the CUPTI registration, the buffer
 // pool and the drain thread, and feeds one EventSink (the live Session).
 //
+// Three rooms, one file each:
+//  - subscription and coexistence (cupti_subscription.cpp): the
+//    subscription and its callbacks, the activity kinds and per-id API
+//    enables, the one clock registration, and sharing CUPTI with other
+//    clients (suspend/resume, takeovers found on the drain thread);
+//  - launch coverage (call_catalog.h, api_callbacks.h): which callback ids
+//    enqueue or wait for device work, derived from the CUPTI headers, and
+//    what is learnt at API exit;
+//  - delivery and completeness (cupti_delivery.cpp): the buffer callbacks,
+//    the drain thread, flushes, the launch tracker, stuck and missing work.
+// This file has the lifecycle (start, stop, step boundaries, counters).
+//
 // Flow: CUPTI's buffer-requested callback takes a pool buffer (never
 // allocates; an empty pool is a counted starvation), the buffer-completed
 // callback validates the buffer, reads cuptiActivityGetNumDroppedRecords and
 // only enqueues. The drain thread decodes (RecordDecoder) into the Session
-// and is the only thread that flushes or decodes.
+// and is the only thread that flushes or decodes. Buffers are handed out
+// zeroed (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER=1: otherwise CUPTI
+// zeroes each one on the thread that launches); the drain thread zeroes
+// what CUPTI wrote when a buffer comes back.
 //
 // Completeness (docs/live-collection.md, "Completeness"): CUPTI delivers a
 // device record only once the device has finished the work, and a default
@@ -15,53 +30,65 @@
 // flush began after t. Calls are learnt at API exit through the callback
 // API on gpuutil's subscription (api_callbacks.h), so a buffer CUPTI holds
 // (unsealed, prefetched) hides no launch; without the subscription, API
-// records teach the tracker and every buffer CUPTI took before t must have
-// come back too. Buffers are requested with a record-count bound
-// (maxNumRecords: about 100 ms of records at the measured rate) so they
-// rotate whatever a default flush does with a partly filled one.
-// Waiting is never given up for lack of wall time: it costs report latency
-// only, the training thread never blocks on it. It is bounded by steps
-// (more than max_held_steps closed steps unreported) and by memory (CUPTI
-// holding most of the buffer pool, the tracker's table): then the oldest
-// held steps are reported incomplete (Session::mark_incomplete_until,
-// steps[].complete false, cupti_step_incomplete), never as idle. When no
-// device record of its stream arrived for stuck_after_ns while the oldest
-// launch waits, "GPU stuck in <kernel> on stream N since t" is a gpu_stuck
-// diagnostic and finding (N resolved from the call's stream handle then,
-// on the drain thread; api_callbacks.h). The drain thread flushes while a boundary waits, adaptively:
-// every drain_poll_ms once data caught up with the boundaries, doubling up
-// to max_flush_interval_ms while the GPU trails.
+// records teach the tracker and every buffer CUPTI took and wrote into
+// before t must have come back too. Buffers are requested with a
+// record-count bound (maxNumRecords: about 100 ms of records at the
+// measured rate) so they rotate whatever a default flush does with a
+// partly filled one. Nothing is presumed delivered: a sync and a default
+// flush make a launch overdue, not done. Waiting is never given up for lack
+// of wall time while the device works: it costs report latency only, the
+// training thread never blocks on it. A launch whose device work provably
+// finished (overdue) but whose record never comes is released after
+// missing_after_ns, when CUPTI reports dropped records, or before held steps
+// would be given up, and named (cupti_record_missing), so one lost record
+// never freezes the run; a launch with no stream to judge by, after
+// unproven_after_ns while later work of its context finished. Past the
+// bounds on held steps (max_held_steps) and memory (CUPTI holding most of
+// the buffer pool, the tracker's table), the oldest held steps are reported
+// incomplete (Session::mark_incomplete_until, steps[].complete false,
+// cupti_step_incomplete), never as idle. When no device record of its
+// stream arrived for stuck_after_ns while the oldest unfinished launch
+// waits, "GPU stuck in <kernel> on stream N since t" is a gpu_stuck
+// diagnostic and finding. The drain thread flushes while a boundary waits,
+// adaptively: every drain_poll_ms once data caught up with the boundaries,
+// doubling up to max_flush_interval_ms while the GPU trails.
 //
 // What is traced: kernels, copies, memsets, synchronization and overhead
-// records, and only the runtime and driver API calls the analysis uses
-// (launches incl. cuLaunchKernel/cuLaunchKernelEx/graph launches, copies,
-// memsets, syncs, stream capture, event record/wait), enabled one callback
-// id at a time (cuptiActivityEnableRuntimeApi/DriverApi); the whole RUNTIME
-// and DRIVER kinds only where those calls are missing.
+// records, internal launches, and the runtime and driver API calls whose
+// category (classify_call) is not "other", enabled one callback id at a
+// time (cuptiActivityEnableRuntimeApi/DriverApi); the whole RUNTIME and
+// DRIVER kinds only where those calls are missing.
 //
-// Timestamps: cuptiActivityRegisterTimestampCallback -> session_now_ns(), so
-// every record is on the session clock (docs/clock.md). CUPTI's default
-// clock (CLOCK_REALTIME) is put back when gpuutil stops or suspends, after
-// the final forced flush (records still inside CUPTI are stamped on the
-// session clock), so a later torch.profiler trace is not moved onto
-// gpuutil's clock.
+// Timestamps: cuptiActivityRegisterTimestampCallback -> session_now_ns(),
+// once per process, before the first kind is enabled, and never again
+// (clock_map.h: re-registering leaves records on the wrong clock). When
+// another client registered its own clock since, records are mapped onto
+// the session clock by probing CUPTI's clock (ClockMap).
 //
-// Coexistence: start() subscribes as "gpuutil" (cuptiSubscribe_v2) and
-// stop() unsubscribes. A subscriber that is an NVIDIA tool (Nsight
+// Coexistence: start() subscribes as "gpuutil" (cuptiSubscribe_v2, asking
+// for CUPTI >= 13.2's multiple-subscriber mode where the library offers it)
+// and stop() unsubscribes. A subscriber that is an NVIDIA tool (Nsight
 // Systems/Compute, cuda-gdb, sanitizer) turns GPU collection off with its
-// name; any other subscriber (Kineto keeps one after torch.profiler first
-// ran) is noted and collection goes on, since the activity API does not
-// need the subscription. suspend()/resume() hand CUPTI to another activity
-// client (torch.profiler) and take it back; steps in between say so. A
-// buffer of another client that reaches gpuutil's completion callback is
+// name; any other subscriber (Kineto before its lazy subscription keeps one
+// for the life of the process after torch.profiler first ran) is noted and
+// collection goes on without API callbacks (learnt from API records), and
+// the subscription is asked for again at step boundaries, at most once per
+// resubscribe_ms. suspend()/resume() hand CUPTI to another activity client
+// (torch.profiler) and take it back, releasing the subscription while it
+// runs so that client can initialise GPU tracing; steps in between say so.
+// A buffer of another client that reaches gpuutil's completion callback is
 // counted and never touched. A client that takes CUPTI without telling
 // gpuutil (Kineto on-demand tracing, torch.profiler on another thread,
 // cuptiFinalize by TEARDOWN_CUPTI=1) is detected on the drain thread
-// (TakeoverWatch): the steps from then on carry cupti_taken_over and
-// gpu_collection_off, gpuutil touches nothing of that client's, and after a
-// cuptiFinalize (nobody holds CUPTI) it attaches again at the next step
-// boundary. attach() asks for per-thread buffers before registering
-// (Kineto resets PER_THREAD_ACTIVITY_BUFFER to 0 after each trace).
+// (TakeoverWatch) from evidence of that client (its clock, callbacks gone,
+// records owed that never come, buffers never asked for while calls that
+// must fill them are made): the steps from then on carry cupti_taken_over
+// and gpu_collection_off, gpuutil touches nothing of that client's, and
+// after a cuptiFinalize (nobody holds CUPTI) it attaches again at the next
+// step boundary. A long kernel with the host blocked in a sync is no such
+// evidence: it is named stuck, never a takeover. attach() asks for
+// per-thread buffers before registering (Kineto resets
+// PER_THREAD_ACTIVITY_BUFFER to 0 after each trace).
 //
 // Degrade, never break: start() returns "" when collecting, otherwise a
 // one-line reason (no driver, version mismatch, an NVIDIA tool attached,
@@ -90,6 +117,8 @@
 
 #include "collectors/cupti/api_callbacks.h"
 #include "collectors/cupti/buffer_pool.h"
+#include "collectors/cupti/call_catalog.h"
+#include "collectors/cupti/clock_map.h"
 #include "collectors/cupti/cupti_api.h"
 #include "collectors/cupti/launch_tracker.h"
 #include "collectors/cupti/record_decoder.h"
@@ -110,6 +139,15 @@ struct CuptiCollectorOptions {
   int64_t completion_wait_ns = 2'000'000'000;
   size_t max_held_steps = 1000;            // step boundaries waiting for data before the oldest is reported incomplete
   int64_t stuck_after_ns = 30'000'000'000;  // no device record this long while a launch waits: gpu_stuck
+  // A launch whose device work provably finished (a sync, later work on its
+  // stream) with no record this long after: its record is missing
+  // (cupti_record_missing) and it is no longer waited for.
+  int64_t missing_after_ns = 10'000'000'000;
+  // A launch of unknown stream, with no such evidence, waiting this long
+  // while later work of its context finished: the same.
+  int64_t unproven_after_ns = 30'000'000'000;
+  int resubscribe_ms = 1000;  // without the subscription: asked for again at step boundaries this often
+  bool zeroed_buffers = true;  // hand CUPTI zeroed buffers (ZEROED_OUT_ACTIVITY_BUFFER=1) so it never zeroes on the app's threads
   int max_flush_interval_ms = 200;         // flush back-off while flushes bring nothing
   bool api_callbacks = true;                // learn calls at API exit (off: from API records, bounded by held buffers)
   size_t buffer_max_records = 0;           // bufferRequested's maxNumRecords; 0: about 100 ms of records at the rate seen
@@ -137,6 +175,19 @@ struct CuptiCounters {
   uint64_t steps_given_up = 0;   // times held steps were reported incomplete (a bound was hit)
   uint64_t stuck = 0;            // launches named as stuck (gpu_stuck)
   uint64_t takeovers = 0;        // times another client was found to have taken CUPTI (cupti_taken_over)
+  uint64_t records_missing = 0;  // launches released with no record (cupti_record_missing; after stop)
+  uint64_t clock_mismatched = 0;  // device records on another clock, kept out (after stop)
+  uint64_t timestamp_registrations = 0;  // cuptiActivityRegisterTimestampCallback calls by gpuutil (process-wide)
+  uint64_t nested_calls = 0;     // enqueue calls learnt inside another enqueue call of their thread
+  uint64_t streams_created = 0;  // streams learnt from resource callbacks
+  uint64_t resubscribed = 0;     // times the subscription was taken again at a step boundary
+  bool api_callbacks_on = false;  // launches are learnt at API exit now
+};
+
+// Calls learnt at API exit, by callback name, after stop (gpu_check's probe).
+struct LearntCallCount {
+  std::string name;
+  uint64_t count = 0;
 };
 
 class CuptiCollector {
@@ -188,6 +239,8 @@ class CuptiCollector {
   void stop();
 
   CuptiCounters counters() const;
+  // Calls learnt at API exit by callback name (read after stop()).
+  std::vector<LearntCallCount> learnt_calls() const;
 
   // The CUPTI major version this file was compiled against.
   static uint32_t compiled_major();
@@ -202,8 +255,11 @@ class CuptiCollector {
   void drain_calls();                          // drain thread: learnt calls -> tracker
   void hold_steps_within_bounds(int64_t now);  // drain thread: held-steps and memory bounds
   void watch_stuck(int64_t now);               // drain thread: gpu_stuck
+  void release_missing(int64_t now);           // drain thread: overdue and unproven launches (cupti_record_missing)
+  void report_missing(const LaunchTracker::Released& r, const std::string& why);
+  void probe_clock();                          // drain thread: CUPTI's clock against the session clock
   void enable_callbacks();
-  void restore_clock();
+  void register_clock_once();  // the session clock as CUPTI's timestamp callback, only over CUPTI's own clock
   std::string call_name(uint32_t id) const;
   std::string unnamed_call(const LearntCall& c) const;  // drain thread: what a call that named no kernel is
   void forced_flush_on_drain_thread();
@@ -213,6 +269,7 @@ class CuptiCollector {
   int64_t clock_skew_ns() const;  // cuptiGetTimestamp - session clock (INT64_MIN: no probe)
   std::string subscribe();
   void unsubscribe();
+  void maybe_resubscribe();  // control: without the subscription, ask again (at most once per resubscribe_ms)
   std::string attach();  // timestamp callback, buffer callbacks, kinds and API ids
   void detach();         // disable what attach() enabled, restore CUPTI's clock
   std::string enable_kinds();
@@ -230,6 +287,10 @@ class CuptiCollector {
   uint64_t calls_dropped_published_ = 0;
   // Drain thread: completeness state.
   std::vector<std::string> call_names_;        // kernel names of learnt calls (id - 1)
+  std::vector<uint64_t> learnt_by_cbid_[2];    // calls learnt, by callback id (runtime, driver)
+  ClockMap clock_;                             // drain thread: CUPTI's clock -> session clock
+  uint64_t records_missing_ = 0, nested_calls_ = 0, streams_created_ = 0;
+  uint64_t dropped_released_ = 0;              // CUPTI-reported drops already used to release overdue launches
   std::unordered_map<std::string, uint32_t> call_name_ids_;
   std::unordered_map<uint32_t, uint32_t> unnamed_call_ids_;  // (domain, graph, cbid) -> id in call_names_
   int64_t given_up_until_ns_ = INT64_MIN;      // steps ending before it were reported incomplete
@@ -240,7 +301,6 @@ class CuptiCollector {
   uint64_t flushes_ = 0, steps_given_up_ = 0, stuck_count_ = 0;
   uint64_t progress_records_ = 0;              // device records seen at the last progress check
   int64_t progress_ns_ = INT64_MIN;            // when a device record last arrived
-  uint32_t stream_tried_corr_ = 0;             // the launch whose stream watch_stuck resolved last
   uint32_t stuck_corr_ = 0;                    // the launch named stuck now (0: none)
   int64_t evicted_floor_ns_ = INT64_MAX;       // launches evicted by the memory bound began here
   std::unique_ptr<BufferPool> pool_;
@@ -274,6 +334,9 @@ class CuptiCollector {
   std::atomic<uint64_t> takeovers_{0};
   bool marked_only_ = false;  // control: suspended without touching CUPTI (the other client already ran)
   bool ask_per_thread_ = false;  // control: attach() asks for per-thread buffers (another client ran)
+  int64_t resubscribe_at_ns_ = INT64_MIN;  // control: the next subscription attempt while without it
+  std::atomic<uint64_t> resubscribed_{0};
+  std::atomic<bool> clock_reset_{false};  // control -> drain: learn CUPTI's clock afresh (another client ran)
   sem_t wake_;
 
   // Requests from control threads to the drain thread.

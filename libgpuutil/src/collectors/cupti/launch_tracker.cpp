@@ -8,24 +8,28 @@ namespace gpuutil::cupti {
 
 namespace {
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-constexpr size_t kCapturesKept = 64;  // per thread
-constexpr int kWatermarkScan = 64;    // entries looked at past the first (call-order inversions)
-constexpr size_t kThreadsKept = 4096;  // threads whose latest API record is remembered
+constexpr int kWatermarkScan = 64;      // entries looked at past the first (call-order inversions)
+constexpr int kEvidenceScan = 4096;     // oldest entries checked for evidence at each drained flush
+constexpr size_t kThreadsKept = 4096;   // threads whose latest API record is remembered
 constexpr size_t kApiWaitsKept = 4096;  // api_waits_ swept when longer
+constexpr size_t kContextsKept = 1024;
 }  // namespace
 
-bool LaunchTracker::captured(uint64_t thread, int64_t t_ns) const {
-  const auto it = captures_.find(thread);
-  if (it == captures_.end()) return false;
-  for (const Capture& c : it->second) {
-    if (c.begin_ns <= t_ns && t_ns < c.end_ns) return true;
-  }
-  return false;
+void LaunchTracker::erase(Iter it) {
+  if (it->second.graph) graphs_.erase(std::remove(graphs_.begin(), graphs_.end(), it->first), graphs_.end());
+  if (it->second.alias != 0) aliases_.erase(it->second.alias);
+  entries_.erase(it);
 }
 
-void LaunchTracker::erase(std::map<uint32_t, Entry>::iterator it) {
-  if (it->second.graph) graphs_.erase(std::remove(graphs_.begin(), graphs_.end(), it->first), graphs_.end());
-  entries_.erase(it);
+void LaunchTracker::clear() {
+  entries_.clear();
+  aliases_.clear();
+  graphs_.clear();
+  syncs_.clear();
+  api_waits_.clear();
+  api_latest_.clear();  // correlation ids may start again (cuptiFinalize)
+  api_latest_slot_ = nullptr;
+  take_presumed(nullptr);
 }
 
 void LaunchTracker::evict_if_full() {
@@ -36,54 +40,71 @@ void LaunchTracker::evict_if_full() {
   }
 }
 
-void LaunchTracker::learn_per_thread(const Entry& e, uint32_t stream, uint32_t context) {
-  if (e.ref.kind == kStreamPerThread) per_thread_[{e.thread, context != 0 ? context : e.context}] = stream;
-}
-
-uint32_t LaunchTracker::per_thread_stream(uint64_t thread, uint32_t context) const {
-  const auto it = per_thread_.find({thread, context});
-  return it == per_thread_.end() ? kUnknownStream : it->second;
+void LaunchTracker::resolve(Entry& e) {
+  if (e.stream != kUnknownStream || e.ref.kind == kStreamNone) return;
+  const ResolvedStream r = streams_.resolve(e.ref, e.thread);
+  if (r.stream == kUnknownStream) return;
+  e.stream = r.stream;
+  if (r.context != 0) e.context = r.context;  // the stream's context, not the caller's current one
 }
 
 int64_t LaunchTracker::stream_progress_ns(uint32_t context, uint32_t stream) const {
-  const auto it = stream_progress_.find(stream_key(context, stream));
-  return it == stream_progress_.end() ? INT64_MIN : it->second;
+  const auto it = stream_seen_.find(stream_key(context, stream));
+  return it == stream_seen_.end() ? INT64_MIN : it->second.progress_ns;
 }
 
-void LaunchTracker::set_stream(uint32_t corr, uint32_t stream) {
-  const auto it = entries_.find(corr);
-  if (it != entries_.end()) it->second.stream = stream;
-}
-
-void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread, bool graph, uint32_t context,
-                               uint32_t stream, uint32_t name, StreamRef ref, bool api_record) {
-  if (captured(thread, start_ns)) return;  // recorded into a graph: nothing runs now
-  const EarlyRecord early = early_[corr % kEarlySlots];
-  const bool device_seen = early.correlation_id == corr && corr != 0;
-  if (device_seen && ref.kind == kStreamPerThread) per_thread_[{thread, context}] = early.stream;
-  const bool api_pending =
-      api_record && corr != 0 && api_seen_[corr % kEarlySlots] != corr && !later_api_record_seen(thread, corr);
-  if (device_seen && !graph && !api_pending) return;  // its records are already here
-  const auto existing = entries_.find(corr);
-  if (existing != entries_.end()) {  // learnt twice (callback and API record): keep the earliest start
-    existing->second.start_ns = std::min(existing->second.start_ns, start_ns);
+void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread, bool multi, uint32_t context,
+                               uint32_t stream, uint32_t name, StreamRef ref, bool api_record, uint32_t nested_in) {
+  if (streams_.captured(ref, thread, start_ns)) return;  // recorded into a graph: nothing runs now
+  // A call nested in another enqueue call is that call's work: it waits
+  // under the outer id, and a record carrying either id completes it.
+  const uint32_t inner = nested_in != 0 && nested_in != corr ? corr : 0;
+  const uint32_t id = inner != 0 ? nested_in : corr;
+  EarlyRecord early = early_[id % kEarlySlots];
+  bool device_seen = early.correlation_id == id && id != 0;
+  if (!device_seen && inner != 0 && early_[inner % kEarlySlots].correlation_id == inner) {
+    early = early_[inner % kEarlySlots];
+    device_seen = true;
+  }
+  if (device_seen) streams_.learn(ref, thread, early.stream, early.context);
+  // Only the outer call's API record is waited for (the nested one's record
+  // may be traced or not; it says nothing the outer's does not).
+  const bool api_pending = inner == 0 && api_record && id != 0 && api_seen_[id % kEarlySlots] != id &&
+                           !later_api_record_seen(thread, id);
+  const auto existing = entries_.find(id);
+  if (existing != entries_.end()) {  // learnt twice (inner and outer, or callback and API record)
+    Entry& e = existing->second;
+    e.start_ns = std::min(e.start_ns, start_ns);
+    if (inner != 0) {
+      e.alias = inner;
+      aliases_[inner] = id;
+    }
+    if (api_pending && !e.device_done) e.api_pending = true;
+    if (e.ref.kind == kStreamNone) e.ref = ref;
+    if (device_seen && !e.graph && !e.device_done) device_delivered(existing);
     return;
   }
-  Entry& e = entries_[corr];
+  if (device_seen && !multi && !api_pending) return;  // its records are already here
+  Entry& e = entries_[id];
   e.start_ns = start_ns;
   e.thread = thread;
-  e.graph = graph;
+  e.graph = multi;
   e.context = context;
   e.stream = stream;
   e.name = name;
   e.ref = ref;
   e.api_pending = api_pending;
-  if (device_seen && !graph) {  // only its API record is missing
+  if (inner != 0) {
+    e.alias = inner;
+    aliases_[inner] = id;
+  }
+  resolve(e);
+  if (device_seen && !multi) {  // only its API record is missing
     e.device_seen = true;
     e.device_done = true;
-    note_api_wait(corr);
+    note_api_wait(id);
   } else {
-    if (graph) graphs_.push_back(corr);
+    if (multi) graphs_.push_back(id);
     if (device_seen) {
       e.device_seen = true;
       e.streams.assign(1, early.stream);
@@ -97,7 +118,7 @@ bool LaunchTracker::later_api_record_seen(uint64_t thread, uint32_t corr) const 
   return latest != api_latest_.end() && latest->second > corr;
 }
 
-void LaunchTracker::device_delivered(std::map<uint32_t, Entry>::iterator it) {
+void LaunchTracker::device_delivered(Iter it) {
   if (!it->second.api_pending) {
     erase(it);
     return;
@@ -124,7 +145,7 @@ void LaunchTracker::release_api_waits() {
     const auto it = entries_.find(api_waits_[i]);
     bool drop = it == entries_.end() || !it->second.api_pending;
     if (!drop && later_api_record_seen(it->second.thread, it->first)) {
-      entries_.erase(it);
+      erase(it);
       drop = true;
     }
     if (drop) {
@@ -160,49 +181,31 @@ void LaunchTracker::on_api_record(uint32_t corr, uint64_t thread) {
   if (it == entries_.end()) return;
   Entry& e = it->second;
   if (e.api_only || e.device_done) {
-    entries_.erase(it);  // (a stale api_waits_ id is dropped by release_api_waits)
+    erase(it);  // (a stale api_waits_ id is dropped by release_api_waits)
   } else {
     e.api_pending = false;
   }
 }
 
-void LaunchTracker::on_capture_begin(uint64_t thread, int64_t t_ns) {
-  auto& list = captures_[thread];
-  list.push_back({t_ns, kNever});
-  if (list.size() > kCapturesKept) list.erase(list.begin());
+void LaunchTracker::on_capture_begin(uint64_t thread, int64_t t_ns, StreamRef ref) {
+  streams_.capture_begin(ref, thread, t_ns);
 }
 
-void LaunchTracker::on_capture_end(uint64_t thread, int64_t t_ns) {
-  auto& list = captures_[thread];
-  Capture* open = nullptr;
-  for (Capture& c : list) {
-    if (c.end_ns == kNever && c.begin_ns <= t_ns) open = &c;
-  }
-  if (open == nullptr) {
-    list.push_back({std::numeric_limits<int64_t>::min(), t_ns});  // its begin was before tracing started
-    open = &list.back();
-  } else {
-    open->end_ns = t_ns;
-  }
-  // Launches from this thread inside the capture were learnt before its
+void LaunchTracker::on_capture_end(uint64_t thread, int64_t t_ns, StreamRef ref) {
+  const StreamRegistry::Ended ended = streams_.capture_end(ref, thread, t_ns);
+  // Calls on the captured streams inside the capture were learnt before its
   // end: they will never produce records.
-  const int64_t begin = open->begin_ns, end = open->end_ns;
   for (auto it = entries_.begin(); it != entries_.end();) {
     const Entry& e = it->second;
     auto next = std::next(it);
-    if (e.thread == thread && begin <= e.start_ns && e.start_ns < end) erase(it);
+    if (ended.begin_ns <= e.start_ns && e.start_ns < t_ns && streams_.captured(e.ref, e.thread, e.start_ns)) erase(it);
     it = next;
   }
 }
 
-void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) {
-  ++device_records_;
-  if (const uint64_t key = stream_key(context, stream); key != progress_key_ || progress_slot_ == nullptr) {
-    progress_slot_ = &stream_progress_[key];
-    progress_key_ = key;
-  }
-  *progress_slot_ = now_ns_;
-  // Later work on a stream a graph ran on means the whole graph finished.
+void LaunchTracker::complete_graphs(uint32_t corr, uint32_t stream, uint32_t context) {
+  // Later work on a stream a graph was launched on, or ran on, means the
+  // whole graph finished.
   for (size_t i = 0; i < graphs_.size();) {
     const uint32_t g = graphs_[i];
     auto it = entries_.find(g);
@@ -210,34 +213,69 @@ void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) 
       graphs_.erase(graphs_.begin() + static_cast<long>(i));
       continue;
     }
-    const Entry& e = it->second;
-    const auto& streams = e.streams;
+    Entry& e = it->second;
+    resolve(e);
     bool done = false;
     if (g < corr) {
-      if (e.device_seen) {
-        done = std::find(streams.begin(), streams.end(), stream) != streams.end();
-      } else if (stale_graph_ids_) {
+      const bool same_context = e.context == 0 || context == 0 || e.context == context;
+      const bool on_launch_stream = e.stream != kUnknownStream && e.stream == stream && same_context;
+      if (on_launch_stream || (e.device_seen && std::find(e.streams.begin(), e.streams.end(), stream) != e.streams.end())) {
+        done = true;
+      } else if (!e.device_seen && stale_graph_ids_) {
         // No record of its own will come (CUPTI 13.0): later work of its
         // context, on its stream when known, finished after it.
-        done = (e.context == 0 || context == 0 || e.context == context) &&
-               (e.stream == kUnknownStream || e.stream == stream);
-      } else {
-        done = e.stream != kUnknownStream && e.stream == stream;
+        done = same_context && (e.stream == kUnknownStream || e.stream == stream);
       }
     }
     if (done) {
       graphs_.erase(graphs_.begin() + static_cast<long>(i));
-      it->second.graph = false;  // out of graphs_ already
+      e.graph = false;  // out of graphs_ already
       device_delivered(it);
     } else {
       ++i;
     }
   }
-  early_[corr % kEarlySlots] = {corr, stream};  // the call may be learnt later
+}
+
+int64_t LaunchTracker::launch_start_ns(uint32_t corr) const {
   auto it = entries_.find(corr);
+  if (it == entries_.end()) {
+    const auto alias = aliases_.find(corr);
+    if (alias == aliases_.end()) return INT64_MIN;
+    it = entries_.find(alias->second);
+    if (it == entries_.end()) return INT64_MIN;
+  }
+  return it->second.start_ns;
+}
+
+void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) {
+  ++device_records_;
+  if (const uint64_t key = stream_key(context, stream); key != seen_key_ || seen_slot_ == nullptr) {
+    seen_slot_ = &stream_seen_[key];
+    seen_key_ = key;
+  }
+  seen_slot_->progress_ns = now_ns_;
+  seen_slot_->latest_corr = std::max(seen_slot_->latest_corr, corr);
+  if (context != 0) {
+    if (context_latest_.size() >= kContextsKept && context_latest_.count(context) == 0) context_latest_.clear();
+    uint32_t& latest = context_latest_[context];
+    latest = std::max(latest, corr);
+  }
+  early_[corr % kEarlySlots] = {corr, stream, context};  // the call may be learnt later
+  auto it = entries_.find(corr);
+  if (it == entries_.end()) {
+    const auto alias = aliases_.find(corr);
+    if (alias != aliases_.end()) it = entries_.find(alias->second);
+  }
+  // Its call's stream handle stands for this stream: learnt before the
+  // graphs look (a graph launched on that handle waits for it).
+  if (it != entries_.end() && !it->second.graph) streams_.learn(it->second.ref, it->second.thread, stream, context);
+  const uint32_t key = it != entries_.end() ? it->first : 0;
+  if (!graphs_.empty()) complete_graphs(corr, stream, context);
+  if (key == 0) return;
+  it = entries_.find(key);  // (complete_graphs erases only graphs launched before this record's call)
   if (it == entries_.end()) return;
   Entry& e = it->second;
-  learn_per_thread(e, stream, context);
   if (e.device_done) return;  // a second record of a done call (it waits for its API record)
   if (!e.graph) {
     device_delivered(it);
@@ -249,53 +287,135 @@ void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) 
 
 void LaunchTracker::on_device_sync(int64_t end_ns, uint32_t context) {
   for (Sync& s : syncs_) {
-    if (s.context == context) {
+    if (s.context == context && s.stream == kUnknownStream) {
       s.end_ns = std::max(s.end_ns, end_ns);
       return;
     }
   }
-  syncs_.push_back({end_ns, context});
+  syncs_.push_back({end_ns, context, kUnknownStream});
+}
+
+void LaunchTracker::on_stream_sync(int64_t end_ns, StreamRef ref, uint64_t thread) {
+  const ResolvedStream r = streams_.resolve(ref, thread);
+  if (r.stream == kUnknownStream) return;  // which stream it waited on is unknown: no evidence
+  for (Sync& s : syncs_) {
+    if (s.context == r.context && s.stream == r.stream) {
+      s.end_ns = std::max(s.end_ns, end_ns);
+      return;
+    }
+  }
+  syncs_.push_back({end_ns, r.context, r.stream});
+}
+
+void LaunchTracker::mark_overdue(Entry& e, int64_t t_ns, bool count_presumed) {
+  if (e.overdue_since_ns != kNever) return;
+  e.overdue_since_ns = t_ns;
+  if (count_presumed && !e.device_seen) {
+    ++presumed_;
+    presumed_earliest_ns_ = std::min(presumed_earliest_ns_, e.start_ns);
+  }
 }
 
 void LaunchTracker::on_flush_drained(int64_t flush_start_ns) {
   release_api_waits();
+  // Syncs that ended before the flush began: the device finished what was
+  // enqueued before them in their context (on their stream).
   for (auto s = syncs_.begin(); s != syncs_.end();) {
     if (flush_start_ns < s->end_ns) {
       ++s;
       continue;
     }
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      auto next = std::next(it);
-      const Entry& e = it->second;
+    for (auto& [corr, e] : entries_) {
+      if (!waits_for_device(e) || e.start_ns >= s->end_ns) continue;
+      resolve(e);
       const bool same_context = s->context == 0 || e.context == 0 || e.context == s->context;
-      if (same_context && !e.api_only && e.start_ns < s->end_ns) {
-        if (!e.device_seen) {
-          ++presumed_;
-          presumed_earliest_ns_ = std::min(presumed_earliest_ns_, e.start_ns);
-        }
-        erase(it);
-      }
-      it = next;
+      const bool same_stream = s->stream == kUnknownStream || e.stream == s->stream;
+      if (same_context && same_stream) mark_overdue(e, flush_start_ns, /*count_presumed=*/true);
     }
     s = syncs_.erase(s);
   }
+  // A record of a later call on a call's stream: the stream ran past it.
+  int scanned = 0;
+  for (auto& [corr, e] : entries_) {
+    if (++scanned > kEvidenceScan) break;
+    if (!waits_for_device(e) || e.overdue_since_ns != kNever || e.graph) continue;
+    resolve(e);
+    if (e.stream == kUnknownStream) continue;
+    const auto seen = stream_seen_.find(stream_key(e.context, e.stream));
+    if (seen != stream_seen_.end() && seen->second.latest_corr > corr) mark_overdue(e, flush_start_ns, false);
+  }
 }
 
-LaunchTracker::Waiting LaunchTracker::oldest_waiting(bool device_only) const {
-  Waiting w;
+template <class Pred>
+LaunchTracker::Released LaunchTracker::release_if(Pred pred) {
+  Released out;
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto next = std::next(it);
+    if (waits_for_device(it->second) && pred(it->first, it->second)) {
+      if (out.count++ == 0) {
+        out.earliest_start_ns = it->second.start_ns;
+        out.correlation_id = it->first;
+        out.name = it->second.name;
+        out.stream = it->second.stream;
+      }
+      erase(it);
+    }
+    it = next;
+  }
+  return out;
+}
+
+LaunchTracker::Released LaunchTracker::on_forced_flush_drained(int64_t flush_start_ns) {
+  on_flush_drained(flush_start_ns);
+  return release_overdue(kNever);
+}
+
+LaunchTracker::Released LaunchTracker::release_overdue(int64_t overdue_before_ns) {
+  return release_if([&](uint32_t, const Entry& e) {
+    return e.overdue_since_ns != kNever && (overdue_before_ns == kNever || e.overdue_since_ns < overdue_before_ns);
+  });
+}
+
+LaunchTracker::Released LaunchTracker::release_unproven(int64_t started_before_ns) {
+  return release_if([&](uint32_t corr, const Entry& e) {
+    if (e.overdue_since_ns != kNever || e.stream != kUnknownStream || e.start_ns >= started_before_ns) return false;
+    const auto latest = context_latest_.find(e.context);
+    return latest != context_latest_.end() && latest->second > corr;
+  });
+}
+
+size_t LaunchTracker::overdue() const {
+  size_t n = 0;
+  for (const auto& kv : entries_) n += kv.second.overdue_since_ns != kNever && waits_for_device(kv.second);
+  return n;
+}
+
+bool LaunchTracker::running_work_waiting() const {
+  for (const auto& kv : entries_) {
+    if (waits_for_device(kv.second) && kv.second.overdue_since_ns == kNever) return true;
+  }
+  return false;
+}
+
+LaunchTracker::Waiting LaunchTracker::oldest_waiting(bool device_only) {
+  Iter best = entries_.end();
   int scanned = 0;
   for (auto it = entries_.begin(); it != entries_.end() && scanned <= kWatermarkScan; ++it, ++scanned) {
-    if (device_only && (it->second.api_only || it->second.device_done)) continue;
-    if (it->second.start_ns < w.start_ns) {
-      w.correlation_id = it->first;
-      w.start_ns = it->second.start_ns;
-      w.context = it->second.context;
-      w.stream = it->second.stream;
-      w.name = it->second.name;
-      w.thread = it->second.thread;
-      w.ref = it->second.ref;
-    }
+    const Entry& e = it->second;
+    if (device_only && (!waits_for_device(e) || e.overdue_since_ns != kNever)) continue;
+    if (best == entries_.end() || e.start_ns < best->second.start_ns) best = it;
   }
+  Waiting w;
+  if (best == entries_.end()) return w;
+  Entry& e = best->second;
+  resolve(e);
+  w.correlation_id = best->first;
+  w.start_ns = e.start_ns;
+  w.context = e.context;
+  w.stream = e.stream;
+  w.name = e.name;
+  w.thread = e.thread;
+  w.overdue = e.overdue_since_ns != kNever;
   return w;
 }
 

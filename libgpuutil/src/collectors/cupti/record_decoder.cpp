@@ -41,9 +41,12 @@ RecordDecoder::RecordDecoder(const CuptiApi& api, EventSink& session, int64_t pi
 
 bool RecordDecoder::times_ok(uint64_t start, uint64_t end, const char* what) {
   if (end == 0 && std::strcmp(what, "api") != 0) {
-    // A forced flush hands over work the device had not finished.
+    // A forced flush hands over work the device had not finished; CUPTI
+    // also writes zero times when it had no device memory for them.
     ++stats_.unfinished;
-    session_.count(Diag::cupti_timestamp_invalid, 1, std::string(what) + " not finished by the device when flushed");
+    session_.count(Diag::cupti_timestamp_invalid, 1,
+                   std::string(what) + " with no end time (not finished by the device when flushed, or no timing "
+                                       "collected); its launch waits no more, its time is not counted");
     return false;
   }
   if (start == 0 || end == 0 || end < start || start > uint64_t(INT64_MAX) || end > uint64_t(INT64_MAX)) {
@@ -53,8 +56,43 @@ bool RecordDecoder::times_ok(uint64_t start, uint64_t end, const char* what) {
   return true;
 }
 
-void RecordDecoder::track_device(uint32_t correlation_id, uint32_t stream, uint32_t context) {
-  if (tracker_ != nullptr) tracker_->on_device(correlation_id, stream, context);
+bool RecordDecoder::device_times(const char* what, uint64_t start, uint64_t end, int64_t launch_start_ns,
+                                 DeviceActivity& a) {
+  if (!times_ok(start, end, what)) return false;
+  a.start_ns = to_session(start);
+  a.end_ns = to_session(end);
+  // On another clock: a record stamped before CUPTI's clock was changed
+  // (another client registered its own), or after a re-registration left
+  // it on the previous clock: it would land far from its launch.
+  if (launch_start_ns != INT64_MIN &&
+      (a.start_ns < launch_start_ns - kLaunchSkewNs || a.start_ns - launch_start_ns > kLongestQueueNs)) {
+    ++stats_.clock_mismatched;
+    session_.count(Diag::cupti_clock_mismatch, 1,
+                   std::string(what) + " starting " + std::to_string((a.start_ns - launch_start_ns) / 1000) +
+                       " us from its launch call's start (correlation id " + std::to_string(a.correlation_id) + ")");
+    return false;
+  }
+  return true;
+}
+
+bool RecordDecoder::arrived(uint32_t correlation_id, uint32_t stream, uint32_t context, const char* what,
+                            uint64_t start, uint64_t end, DeviceActivity& a) {
+  // The record came, whatever its times say: its launch waits no more;
+  // unless a forced flush handed over work the device had not finished.
+  int64_t launch_start = INT64_MIN;
+  if (tracker_ != nullptr && !(forced_ && end == 0)) {
+    launch_start = tracker_->launch_start_ns(correlation_id);
+    tracker_->on_device(correlation_id, stream, context);
+  }
+  return device_times(what, start, end, launch_start, a);
+}
+
+const RecordDecoder::ApiName& RecordDecoder::internal_launch_name() {
+  if (!internal_launch_) {
+    constexpr std::string_view kName = "cuInternalLaunchKernel";  // classify_call: a launch
+    internal_launch_ = ApiName{session_.intern(kName), classify_api(kName), api_role(kName)};
+  }
+  return *internal_launch_;
 }
 
 const RecordDecoder::KernelName& RecordDecoder::kernel_name(const char* name) {
@@ -99,12 +137,11 @@ uint32_t RecordDecoder::thread(uint32_t tid) {
 }
 
 namespace {
-// Fields every device record shares: times, correlation, device, stream.
+// Fields every device record shares: correlation, device, stream (times:
+// device_times()).
 template <class Record>
 DeviceActivity copy_placement(const Record& r) {
   DeviceActivity a;
-  a.start_ns = static_cast<int64_t>(r.start);
-  a.end_ns = static_cast<int64_t>(r.end);
   a.correlation_id = r.correlationId;
   a.device = static_cast<int32_t>(r.deviceId);
   a.stream = static_cast<int32_t>(r.streamId);
@@ -125,9 +162,9 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      if (!times_ok(k->start, k->end, "kernel")) return;
-      const KernelName& n = kernel_name(k->name);
       DeviceActivity a = copy_placement(*k);
+      if (!arrived(k->correlationId, k->streamId, k->contextId, "kernel", k->start, k->end, a)) return;
+      const KernelName& n = kernel_name(k->name);
       a.name = n.id;
       a.kind = ActivityKind::kKernel;
       a.is_communication = n.communication;
@@ -141,55 +178,57 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       a.shared_memory_bytes = clamp_u32(k->staticSharedMemory) + clamp_u32(k->dynamicSharedMemory);
       a.graph_id = k->graphId;
       if (a.graph_id != 0) ++stats_.graph_records;
-      track_device(k->correlationId, k->streamId, k->contextId);
       store(a);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-      if (!times_ok(m->start, m->end, "memcpy")) return;
       DeviceActivity a = copy_placement(*m);
+      if (!arrived(m->correlationId, m->streamId, m->contextId, "memcpy", m->start, m->end, a)) return;
       a.bytes = m->bytes;
       a.kind = ActivityKind::kMemcpy;
       a.direction = direction(m->copyKind);
       a.host_pageable = m->srcKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE || m->dstKind == CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
       a.graph_id = m->graphId;
-      track_device(m->correlationId, m->streamId, m->contextId);
       store(a);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {  // peer-to-peer copies
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
-      if (!times_ok(m->start, m->end, "memcpy")) return;
       DeviceActivity a = copy_placement(*m);
+      if (!arrived(m->correlationId, m->streamId, m->contextId, "memcpy", m->start, m->end, a)) return;
       a.bytes = m->bytes;
       a.kind = ActivityKind::kMemcpy;
       a.direction = MemcpyDirection::kPeerToPeer;
       a.graph_id = m->graphId;
-      track_device(m->correlationId, m->streamId, m->contextId);
       store(a);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-      if (!times_ok(m->start, m->end, "memset")) return;
       DeviceActivity a = copy_placement(*m);
+      if (!arrived(m->correlationId, m->streamId, m->contextId, "memset", m->start, m->end, a)) return;
       a.bytes = m->bytes;
       a.kind = ActivityKind::kMemset;
       a.graph_id = m->graphId;
-      track_device(m->correlationId, m->streamId, m->contextId);
       store(a);
       return;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: {
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+    case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API: {
       const auto* r = reinterpret_cast<const CUpti_ActivityAPI*>(record);
       if (!times_ok(r->start, r->end, "api")) return;
-      const ApiName& n = api_name(
-          record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, r->cbid);
+      // An internal launch (a driver launch outside any public API call,
+      // cupti_activity.h) is a launch whose cbid means nothing.
+      const bool internal = record->kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API;
+      const ApiName& n = internal ? internal_launch_name()
+                                  : api_name(record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                                                        : CUPTI_CB_DOMAIN_DRIVER_API,
+                                             r->cbid);
       HostApiCall c;
-      c.start_ns = static_cast<int64_t>(r->start);
-      c.end_ns = static_cast<int64_t>(r->end);
+      c.start_ns = to_session(r->start);
+      c.end_ns = to_session(r->end);
       c.correlation_id = r->correlationId;
       c.name = n.id;
       c.thread = thread(r->threadId);
@@ -197,8 +236,12 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       c.sync = n.cls.sync;
       c.graph = n.cls.graph;
       if (tracker_ != nullptr && !learn_calls_) tracker_->on_api_record(r->correlationId, r->threadId);
-      if (tracker_ != nullptr && learn_calls_ && r->returnValue == 0) {  // a failed call enqueued nothing
-        if (n.role.expects_record) tracker_->on_enqueue(r->correlationId, c.start_ns, r->threadId, n.role.graph_launch);
+      // Learnt from its record: without the callback API every call, and an
+      // internal launch always (no callback announces it).
+      if (tracker_ != nullptr && (learn_calls_ || internal) && r->returnValue == 0) {  // a failed call enqueued nothing
+        if (n.role.expects_record) {
+          tracker_->on_enqueue(r->correlationId, c.start_ns, r->threadId, n.role.multi_record);
+        }
         if (n.role.capture == CaptureMark::kBegin) tracker_->on_capture_begin(r->threadId, c.start_ns);
         if (n.role.capture == CaptureMark::kEnd) tracker_->on_capture_end(r->threadId, c.end_ns);
       }
@@ -213,7 +256,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       const auto* y = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
       if (tracker_ != nullptr && y->type == CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE && y->end != 0 &&
           y->end <= uint64_t(INT64_MAX)) {
-        tracker_->on_device_sync(static_cast<int64_t>(y->end), y->contextId);
+        tracker_->on_device_sync(to_session(y->end), y->contextId);
       }
       return;
     }

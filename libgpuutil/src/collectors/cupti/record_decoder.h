@@ -2,22 +2,30 @@
 //
 // Decodes CUpti_ActivityKernel10 (CONCURRENT_KERNEL and KERNEL),
 // CUpti_ActivityMemcpy6, CUpti_ActivityMemcpyPtoP4 (MEMCPY2: peer copies),
-// CUpti_ActivityMemset4, CUpti_ActivityAPI (RUNTIME
-// and DRIVER; names via cuptiGetCallbackName, classified by classify_api),
-// and recognises SYNCHRONIZATION, EXTERNAL_CORRELATION and OVERHEAD records
-// (counted, no event: the synchronizing API call already carries the host
-// side of a sync). Anything else is counted as cupti_record_unknown_kind.
-// Records with zero or reversed timestamps are counted
-// (cupti_timestamp_invalid) and skipped: a forced flush delivers work the
-// device had not finished with zero timestamps. NCCL kernels are marked
-// is_communication by is_communication_kernel().
+// CUpti_ActivityMemset4, CUpti_ActivityAPI (RUNTIME and DRIVER; names via
+// cuptiGetCallbackName, classified by classify_api; INTERNAL_LAUNCH_API, a
+// driver launch outside any public API call, as a launch), and recognises
+// SYNCHRONIZATION, EXTERNAL_CORRELATION and OVERHEAD records (counted, no
+// event: the synchronizing API call already carries the host side of a
+// sync). Anything else is counted as cupti_record_unknown_kind. NCCL
+// kernels are marked is_communication by is_communication_kernel().
 //
-// Every device record, and every context-wide SYNCHRONIZATION record, also
-// goes to the LaunchTracker, which tells the collector when the records of
-// launched work have all arrived. API calls that enqueue device work and
-// stream-capture marks go there too unless the collector learns them at API
-// exit through the callback API (learn_calls_from_records(false)); a failed
-// call (returnValue != 0) enqueues nothing and is never tracked.
+// Every device record goes to the LaunchTracker the moment it is read,
+// whatever its timestamps: it arrived, so its launch waits no more (but for
+// one with no end time in a forced flush's buffers: unfinished work). Records
+// with zero or reversed timestamps (a forced flush hands over unfinished
+// work with zero times; CUPTI writes zeros when it had no device memory for
+// timing) are then counted (cupti_timestamp_invalid) and kept out of busy
+// time. Timestamps go through the ClockMap (clock_map.h: identity while
+// CUPTI stamps with the session clock), and a device record that lands
+// more than kLaunchSkewNs (1 s) before its own launch call began, or more than a
+// day after (a record stamped on another clock), is counted
+// (cupti_clock_mismatch) and kept out of steps. Every context-wide
+// SYNCHRONIZATION record goes to the tracker as a sync. API calls that
+// enqueue device work and stream-capture marks go there too unless the
+// collector learns them at API exit through the callback API
+// (learn_calls_from_records(false)); a failed call (returnValue != 0)
+// enqueues nothing and is never tracked.
 //
 // Threads: API records carry CUPTI's thread id, (uint32_t)pthread_self() by
 // default; that is the session's thread key for every source
@@ -33,9 +41,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "collectors/cupti/clock_map.h"
 #include "collectors/cupti/cupti_api.h"
 #include "collectors/cupti/launch_tracker.h"
 #include "gpuutil/range_classify.h"
@@ -51,10 +61,21 @@ struct DecodeStats {
   int64_t max_end_ns = 0;  // latest end time of any stored event
   uint64_t unfinished = 0;   // device records delivered before the device finished them (zero timestamps)
   uint64_t graph_records = 0;  // device records of CUDA graph nodes
+  uint64_t clock_mismatched = 0;  // device records on another clock than their launch's (kept out)
 };
 
 class RecordDecoder {
  public:
+  // A kernel may appear to start this much before its launch call began
+  // before it is taken to be on another clock. Physically it cannot start
+  // before; CUPTI's GPU->CPU interpolation moves it by microseconds, and a
+  // record on another clock is off by far more than a second (CUPTI's
+  // default clock against the session clock, rdtsc ticks against ns: 1e14
+  // ns and beyond, pytorch/pytorch#192021).
+  static constexpr int64_t kLaunchSkewNs = 1'000'000'000;
+  // ... and this long after it (a queue behind a hang).
+  static constexpr int64_t kLongestQueueNs = int64_t(86'400) * 1'000'000'000;
+
   // `tracker` may be null (decode benchmarks). `os_tid_threads`: CUPTI
   // reports OS thread ids instead of pthread_self().
   RecordDecoder(const CuptiApi& api, EventSink& session, int64_t pid, LaunchTracker* tracker = nullptr,
@@ -69,6 +90,12 @@ class RecordDecoder {
   // Whether API records tell the tracker about launches and captures (true
   // until the collector's API callback does it).
   void learn_calls_from_records(bool on) { learn_calls_ = on; }
+  // Record timestamps through `map` (null: as they are). Not owned.
+  void set_clock_map(const ClockMap* map) { clock_ = map; }
+  // Buffers handed over by a forced flush are being decoded: a record with
+  // no end time is work the device had not finished (its launch still
+  // waits), not a record CUPTI could not time.
+  void set_forced_delivery(bool on) { forced_ = on; }
 
  private:
   void store(const DeviceActivity& a);
@@ -86,7 +113,14 @@ class RecordDecoder {
   const ApiName& api_name(CUpti_CallbackDomain domain, uint32_t cbid);
   uint32_t thread(uint32_t tid);
   bool times_ok(uint64_t start, uint64_t end, const char* what);
-  void track_device(uint32_t correlation_id, uint32_t stream, uint32_t context);
+  // A device record arrived (to the tracker); false when its times keep it out.
+  bool arrived(uint32_t correlation_id, uint32_t stream, uint32_t context, const char* what, uint64_t start,
+               uint64_t end, DeviceActivity& a);
+  bool device_times(const char* what, uint64_t start, uint64_t end, int64_t launch_start_ns, DeviceActivity& a);
+  int64_t to_session(uint64_t t) const {
+    return clock_ == nullptr ? static_cast<int64_t>(t) : clock_->to_session(t);
+  }
+  const ApiName& internal_launch_name();
 
   const CuptiApi& api_;
   EventSink& session_;
@@ -94,6 +128,9 @@ class RecordDecoder {
   LaunchTracker* tracker_;
   bool os_tid_threads_;
   bool learn_calls_ = true;
+  const ClockMap* clock_ = nullptr;
+  bool forced_ = false;
+  std::optional<ApiName> internal_launch_;
   DecodeStats stats_;
   std::unordered_map<const char*, KernelName> kernel_names_;
   std::unordered_map<uint64_t, ApiName> api_names_;

@@ -61,8 +61,9 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
   const bool records_elsewhere =
       pending_missing_ != 0 &&
       (o.buffers_outstanding == 0 || (o.now_ns - pending_at_ns_ >= kPresumedConfirmNs && !o.device_work_waiting));
-  // Records are owed to gpuutil: buffers it handed out, or calls it saw made.
-  const bool owed = o.buffers_outstanding > 0 || calls_seen_ > calls_at_progress_;
+  // Evidence of another client's buffer callbacks: the application made
+  // calls whose API records fill two buffers, and none was asked of gpuutil.
+  const bool calls_filled_buffers = calls_seen_ - calls_at_progress_ >= 2 * std::max<uint64_t>(o.calls_per_buffer, 1);
   TakeoverCause seen = TakeoverCause::kNone;
   if (o.callbacks_missing) {
     seen = TakeoverCause::kCallbacksGone;
@@ -71,7 +72,8 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
     seen = TakeoverCause::kClockReplaced;
   } else if (records_elsewhere) {
     seen = TakeoverCause::kRecordsElsewhere;
-  } else if (owed && quiet_observations_ >= kMinQuietObservations && o.now_ns - last_progress_ns_ >= quiet_ns_ &&
+  } else if (calls_filled_buffers && quiet_observations_ >= kMinQuietObservations &&
+             o.now_ns - last_progress_ns_ >= quiet_ns_ &&
              o.now_ns - quiet_first_ns_ >= quiet_ns_ / 2) {
     seen = TakeoverCause::kBuffersSilent;
   }
@@ -102,9 +104,9 @@ std::string TakeoverWatch::why() const {
       return "no activity buffer was requested from or completed to gpuutil for " +
              std::to_string(quiet_ns_ / 1'000'000) + " ms while " + std::to_string(outstanding_at_take_) +
              " were outstanding, " + std::to_string(calls_at_take_) +
-             " API calls were made and it kept flushing: another CUPTI client registered its own buffer callbacks "
-             "(Kineto on-demand tracing through dynolog with KINETO_USE_DAEMON, torch.profiler started on another "
-             "thread), or the GPU was stuck in one kernel with the host waiting for it";
+             " API calls were made (more than two buffers of API records) and it kept flushing: another CUPTI "
+             "client registered its own buffer callbacks (Kineto on-demand tracing through dynolog with "
+             "KINETO_USE_DAEMON, torch.profiler started on another thread)";
     case TakeoverCause::kRecordsElsewhere:
       return std::to_string(presumed_at_take_) +
              " launches finished by a device synchronisation delivered no record to gpuutil at the flush after it, "

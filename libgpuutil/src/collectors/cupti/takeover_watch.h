@@ -21,14 +21,18 @@
 //  - cuptiGetTimestamp minus the session clock, when that probe matched the
 //    session clock right after gpuutil registered its clock (attached()): a
 //    jump of more than kClockJumpNs means another clock was registered;
-//  - buffer traffic: when gpuutil's buffers are outstanding, or it learnt
-//    API calls at their exit (the callback API on its subscription, which
-//    another client's buffer callbacks do not replace), and for quiet_ns no
-//    buffer was requested from or completed to gpuutil while it kept
-//    flushing (flushes spanning at least half of it: the drain thread may
-//    not have flushed for a long idle while), the records went to another client. A GPU stuck in one
-//    kernel that long with the host blocked looks the same: the reason says
-//    so, and a buffer coming back ends the takeover (kBack);
+//  - buffer traffic: for quiet_ns no buffer was requested from or
+//    completed to gpuutil while it kept flushing (flushes spanning at least
+//    half of it: the drain thread may not have flushed for a long idle
+//    while), and in that time the application made enough API calls
+//    (learnt at their exit through the callback API on gpuutil's
+//    subscription, which another client's buffer callbacks do not replace)
+//    to fill two buffers with their API records (2 x maxNumRecords): CUPTI
+//    must have asked some client for a buffer, and it was not gpuutil. A GPU
+//    stuck in one kernel with the host blocked in a sync (a collective
+//    waiting for a late rank) makes no such calls: it is no evidence of
+//    another client, and the collector names it stuck instead. A buffer
+//    coming back ends the takeover (kBack);
 //  - records owed and nowhere to be: launches whose work a device sync
 //    finished, a default flush after that sync drained, yet no record of
 //    theirs came, and no buffer was requested from or completed to gpuutil
@@ -70,6 +74,7 @@ struct TakeoverObservation {
   int64_t last_buffer_event_ns = INT64_MIN; // latest request or completion through gpuutil's callbacks
   size_t buffers_outstanding = 0;           // gpuutil's buffers CUPTI holds (as far as gpuutil knows)
   uint64_t calls_learnt = 0;                // API calls learnt at exit so far (0: no callback API)
+  uint64_t calls_per_buffer = 1;            // records a buffer takes before CUPTI asks for another (maxNumRecords)
   bool callbacks_missing = false;           // the flush said no buffer callbacks are registered
   int64_t clock_skew_ns = INT64_MIN;        // cuptiGetTimestamp - session clock; INT64_MIN: not probed
   // Launches a device sync and a drained default flush after it declared
