@@ -17,12 +17,17 @@ a process of its own) reports which behaviour this CUPTI shows for each row
 of the fake CUPTI's matrix (sealing on a default flush, record placement,
 per-thread or global buffers, API record at the call or its exit, timestamp
 skew, held empty buffers, how soon records come back, callback names, graph
-correlation in a second activity session); its table is printed and kept in
+correlation in a second activity session, and what issue 36's collector
+relies on: valid record times, held buffers' heads, stream ids from the
+creation callback, what a re-registered clock does); its table is printed and kept in
 gpu_check.json under "probe". In --self-test it runs on the fake and must
 report the cell the fake was configured with (GPUUTIL_FAKE_CUPTI_MATRIX).
 
 Scenarios, ordered by what they teach, each with its planted size, gpuutil's
 figure and a tolerance:
+ 0. coverage    which callback ids torch's launches fire (CUDA 13's <<<>>> is
+                __cudaLaunchKernel), driver calls nested in runtime ones,
+                every kernel's launch learnt, valid times, nothing missing;
  1. pipelined   a never-idle pipelined loop: no sync, GPU saturated for
                 >= 5 s, two launches per step, the host up to ~4 s ahead:
                 compute = wall (+-2%) in every step, 0 late records, 0
@@ -45,7 +50,8 @@ figure and a tolerance:
  8. compile     torch.compile (Triton, driver-API launches): launch_unmatched 0;
  9. graph       a CUDA graph replayed across step boundaries: every kernel;
 10. profiler    torch.profiler inside a gpuutil profile, before it, and after
-                it: both keep their kernels, the suspension is reported;
+                it: both keep their kernels, the suspension is reported,
+                and whether Kineto kept CUPTI's subscription after it;
 11. nccl        NCCL with world size 1: informational (an in-place SUM
                 all_reduce on one rank may launch no kernel), records clean;
 12. nvml        NVML health present and joined to the right device (UUID);
@@ -96,6 +102,8 @@ BAD_DIAGNOSTICS = (
     "cupti_buffer_invalid",
     "cupti_timestamp_invalid",
     "cupti_completion_timeout",
+    "cupti_record_missing",
+    "cupti_clock_mismatch",
     "cupti_foreign_buffers",
     "session_events_dropped",
     "torch_ranges_dropped",
@@ -294,7 +302,7 @@ class FakeGpu:
         _fields_ = [("domain", ctypes.c_int), ("cbid", ctypes.c_uint32), ("start_ns", ctypes.c_int64),
                     ("end_ns", ctypes.c_int64), ("api_ns", ctypes.c_int64), ("captured", ctypes.c_int),
                     ("sync", ctypes.c_int), ("sync_device", ctypes.c_uint32), ("sync_stream", ctypes.c_uint32),
-                    ("work", ctypes.c_void_p), ("n_work", ctypes.c_int)]
+                    ("work", ctypes.c_void_p), ("n_work", ctypes.c_int), ("current_device", ctypes.c_int)]
 
     def __init__(self, torch: Any, lib: str) -> None:
         self.torch = torch
@@ -367,6 +375,55 @@ def busy_wait(seconds: float) -> None:
 
 
 # ---------------------------------------------------------------- scenarios
+
+
+def cupti_collector(prof: Any) -> Any:
+    return next((x for x in prof._collectors if x.name == "cupti"), None)
+
+
+def scenario_coverage(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -> None:
+    """Which CUPTI callback ids the workload's launches fire (a torch
+    elementwise op is a CUDA 13 <<<>>> launch, __cudaLaunchKernel; a matmul
+    is cuBLAS's), whether driver calls come nested inside runtime ones, and
+    whether every kernel of the steps had its launch learnt and a valid
+    record (issue 36, items 1 and 3)."""
+    name = "coverage"
+    g.gpu_ms(1.0)
+    g.tiny(4)
+    g.synchronize()
+    with gpuutil.profile(report_interval_ms=0) as prof:
+        col = cupti_collector(prof)
+        for _ in range(max(2, steps // 2)):
+            with prof.step():
+                g.tiny(16)
+                g.gpu_ms(1.0)
+                g.synchronize()
+    reports = list(prof.reports)
+    if col is None:
+        c.add(name, "CUPTI collector", "running", "not running", "-", False)
+        return
+    calls = col.learnt_calls()
+    k = col.counters()
+    top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+    c.info(name, "callback ids the launches fired (learnt at API exit)", ", ".join(f"{n}: {v}" for n, v in top) or "none",
+           "a launch id missing here would have its kernels unwaited for")
+    launches = sum(v for n, v in calls.items() if "Launch" in n)
+    c.add(name, "launches learnt at API exit", "> 0", str(launches), "> 0", launches > 0)
+    c.info(name, "driver calls nested in runtime calls", str(k.get("nested_calls", 0)),
+           "> 0: CUPTI reports the runtime's internal driver calls too (one record completes both)")
+    d = diagnostics(reports)
+    c.add(name, "kernels without a learnt launch (launch_unmatched)", "0", str(d.get("launch_unmatched", 0)), "exact",
+          d.get("launch_unmatched", 0) == 0)
+    c.add(name, "records with zero or reversed times", "0", str(d.get("cupti_timestamp_invalid", 0)), "exact",
+          d.get("cupti_timestamp_invalid", 0) == 0)
+    c.add(name, "records missing / on another clock", "0 / 0",
+          f"{d.get('cupti_record_missing', 0)} / {d.get('cupti_clock_mismatch', 0)}", "exact",
+          d.get("cupti_record_missing", 0) == 0 and d.get("cupti_clock_mismatch", 0) == 0)
+    regs = k.get("timestamp_registrations", 0)
+    c.add(name, "gpuutil's clock registrations in this process", "<= 1", str(regs), "exact", regs <= 1)
+    check_completeness(c, name, reports)
+    check_clean(c, name, reports, checked=("launch_unmatched", "cupti_timestamp_invalid", "cupti_record_missing",
+                                           "cupti_clock_mismatch"))
 
 
 def scenario_pipelined(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -> None:
@@ -747,12 +804,23 @@ def scenario_profiler(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -
             step(prof)
             step(prof)
         step(prof)
+        col = cupti_collector(prof)
+        after = col.counters() if col is not None else {}
     theirs = their_kernels(tp)
+    # Kineto before its lazy subscription keeps CUPTI's subscription after
+    # its trace: gpuutil then runs without API callbacks (issue 36, item 4).
+    c.info(name, "after torch.profiler: gpuutil's API callbacks", "on" if after.get("api_callbacks_on") else "off",
+           "off: the client kept CUPTI's subscription; launches are learnt from records, resubscribed "
+           f"{after.get('resubscribed', 0)} times")
+    regs = after.get("timestamp_registrations", 0)
+    c.add(name, "clock registrations after a torch.profiler cycle", "<= 1", str(regs), "exact", regs <= 1)
     reports = list(prof.reports)
     check_clean(c, name, reports)
+    mismatched = diagnostics(reports).get("cupti_clock_mismatch", 0)
+    c.add(name, "records on another clock after torch.profiler", "0", str(mismatched), "exact", mismatched == 0)
     suspended = ["gpu_collection_suspended" in {d["name"] for d in r["diagnostics"]} for r in reports]
     kernels = [device0(r)["kernels"] if device0(r) else 0 for r in reports]
-    c.add(name, "torch.profiler inside gpuutil: its kernels", "> 0", str(theirs), "> 0", theirs > 0)
+    c.add(name, "torch.profiler inside gpuutil: its kernels (not CPU-only)", "> 0", str(theirs), "> 0", theirs > 0)
     c.add(name, "inside: steps suspended", "[F, T, T, F]", str([str(s)[0] for s in suspended]), "exact",
           suspended == [False, True, True, False])
     c.add(name, "inside: gpuutil kernels before/after", "> 0", f"{kernels[0]}, {kernels[-1]}", "> 0",
@@ -923,7 +991,9 @@ class FakeMatrix(ctypes.Structure):
 
     _fields_ = [("keep_appending", ctypes.c_int), ("device_records", ctypes.c_int), ("buffers", ctypes.c_int),
                 ("api_record_at_exit", ctypes.c_int), ("skew_ns", ctypes.c_int64), ("hold_empty", ctypes.c_int),
-                ("second_client", ctypes.c_int)]
+                ("second_client", ctypes.c_int), ("launch_api", ctypes.c_int), ("nested_driver", ctypes.c_int),
+                ("lazy_flush", ctypes.c_int), ("graph_internal_streams", ctypes.c_int),
+                ("multi_subscriber", ctypes.c_int)]
 
 
 def expected_probe(fake_lib: str, graph_bug: bool = False) -> Dict[str, str]:
@@ -946,6 +1016,13 @@ def expected_probe(fake_lib: str, graph_bug: bool = False) -> Dict[str, str]:
         "hold": "hold=1" if m.hold_empty else "hold=0",
         "names": "names=header",
         "graph": "graph=stale_after_first" if graph_bug else "graph=matched",
+        "timestamps": "timestamps=valid",
+        "heads": "heads=zero_until_written",
+        "streams": "streams=created_callback",
+        # Each registration after the first leaves that many kernel records
+        # of the next session on CUPTI's default clock (the fake reproduces
+        # pytorch/pytorch#192021's standalone repro).
+        "clock": "reregistration=0_then_1",
     }
 
 
@@ -1012,7 +1089,7 @@ def loaded_cupti(gpuutil: Any) -> Optional[str]:
 # ---------------------------------------------------------------- main
 
 
-SCENARIOS = ("probe", "pipelined", "long_kernel", "profiler_thread", "dataloader", "item", "tiny", "matmul",
+SCENARIOS = ("probe", "coverage", "pipelined", "long_kernel", "profiler_thread", "dataloader", "item", "tiny", "matmul",
              "compile", "graph", "profiler", "nccl", "nvml", "driver")
 #: What --cxx-only runs (no gpuutil module, no torch).
 CXX_ONLY = ("probe", "driver")
@@ -1070,7 +1147,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             cupti = cupti or loaded_cupti(gpuutil)
     env["cupti_library"] = cupti
     print(f"[gpu_check] {env}", flush=True)
-    fns = {"pipelined": scenario_pipelined, "long_kernel": scenario_long_kernel,
+    fns = {"coverage": scenario_coverage, "pipelined": scenario_pipelined, "long_kernel": scenario_long_kernel,
            "profiler_thread": scenario_profiler_thread, "dataloader": scenario_dataloader, "item": scenario_item,
            "tiny": scenario_tiny, "matmul": scenario_matmul, "compile": scenario_compile, "graph": scenario_graph,
            "profiler": scenario_profiler, "nccl": scenario_nccl, "nvml": scenario_nvml}

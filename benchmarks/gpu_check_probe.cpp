@@ -19,6 +19,17 @@
 //   names    cuptiGetCallbackName for the callback ids gpuutil classifies
 //   graph    graph kernels' correlation id against their cuGraphLaunch's, in
 //            the process's first and second activity session
+// and what issue 36's collector relies on:
+//   timestamps  whether every kernel record carries valid times (CUPTI may
+//            write zeros "for lack of device memory")
+//   heads    whether a buffer CUPTI holds with nothing in it reads zero at its
+//            head (handed out zeroed), and one with records does not
+//   streams  whether CUPTI_CBID_RESOURCE_STREAM_CREATED comes for a stream
+//            created on a subscription, and whether cuptiGetStreamIdEx called
+//            inside it gives the id the stream's kernel records carry
+//   clock    what a second registration of the timestamp callback does to
+//            the kernel records of the next activity session (how many are
+//            on another clock; pytorch/pytorch#192021)
 //
 //   gpu_check_probe --out probe.json [--cupti-library PATH] [--fake-graph-correlation-bug]
 //
@@ -35,6 +46,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -78,6 +90,11 @@ struct Cupti {
   CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*timestamp)(uint64_t*) = nullptr;
   CUptiResult (*get_attribute)(CUpti_ActivityAttribute, size_t*, void*) = nullptr;  // optional
+  CUptiResult (*subscribe)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) = nullptr;  // optional
+  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) = nullptr;
+  CUptiResult (*stream_id)(CUcontext, CUstream, uint8_t, uint32_t*) = nullptr;
+  CUptiResult (*register_timestamp)(CUpti_TimestampCallbackFunc) = nullptr;
 
   std::string bind(void* h) {
     if (!sym(h, "cuptiGetVersion", get_version) || !sym(h, "cuptiGetResultString", result_string) ||
@@ -88,6 +105,11 @@ struct Cupti {
       return "lacks a CUPTI entry point the probe needs";
     }
     sym(h, "cuptiActivityGetAttribute", get_attribute);
+    sym(h, "cuptiSubscribe", subscribe);
+    sym(h, "cuptiUnsubscribe", unsubscribe);
+    sym(h, "cuptiEnableCallback", enable_callback);
+    sym(h, "cuptiGetStreamIdEx", stream_id);
+    sym(h, "cuptiActivityRegisterTimestampCallback", register_timestamp);
     return "";
   }
 
@@ -154,6 +176,7 @@ struct Rec {
   int64_t start = 0;
   int64_t end = 0;
   uint32_t graph = 0;
+  uint32_t stream = 0;
   int buffer = -1;  // delivery order of the buffer it came in
   int index = 0;    // its place in that buffer
 };
@@ -162,6 +185,7 @@ struct Delivered {
   size_t valid_bytes;
   int records;
   int epoch;  // the probe's flush count when it came back
+  bool head_written;  // a buffer with records: its first byte is not zero
 };
 
 constexpr size_t kBufferBytes = size_t(4) << 20;
@@ -172,16 +196,43 @@ std::vector<Rec> g_recs;
 std::vector<Delivered> g_buffers;
 std::atomic<int> g_requested{0};
 std::atomic<int> g_epoch{0};
+std::vector<uint8_t*> g_held;  // buffers CUPTI holds now (guarded by g_mu)
 
 void CUPTIAPI requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  // Handed out zeroed, so the heads row can tell a buffer CUPTI wrote into.
+  *buffer = static_cast<uint8_t*>(std::calloc(1, kBufferBytes));
   *size = *buffer ? kBufferBytes : 0;
   *max_records = 0;  // by size only: the sealing row must not see count rotation
   g_requested.fetch_add(1);
+  if (*buffer != nullptr) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_held.push_back(*buffer);
+  }
 }
+
+// Buffers CUPTI holds whose first word is zero, and those whose is not.
+std::pair<int, int> held_heads() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  int zero = 0, written = 0;
+  for (uint8_t* b : g_held) {
+    uint64_t head = 0;
+    std::memcpy(&head, b, sizeof head);
+    (head == 0 ? zero : written) += 1;
+  }
+  return {zero, written};
+}
+
+// The stream CUPTI announced last (resource callback), and the id
+// cuptiGetStreamIdEx gave for it inside the callback.
+std::atomic<uintptr_t> g_created_stream{0};
+std::atomic<uint32_t> g_created_id{UINT32_MAX};
+std::atomic<int> g_created_calls{0};
+
+void CUPTIAPI resource_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
 
 void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   std::lock_guard<std::mutex> lock(g_mu);
+  g_held.erase(std::remove(g_held.begin(), g_held.end(), buffer), g_held.end());
   const int b = static_cast<int>(g_buffers.size());
   int n = 0;
   CUpti_Activity* r = nullptr;
@@ -204,11 +255,31 @@ void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t val
       x.start = static_cast<int64_t>(k->start);
       x.end = static_cast<int64_t>(k->end);
       x.graph = k->graphId;
+      x.stream = k->streamId;
     }
     g_recs.push_back(x);
   }
-  g_buffers.push_back({valid, n, g_epoch.load()});
+  g_buffers.push_back({valid, n, g_epoch.load(), buffer != nullptr && n > 0 && buffer[0] != 0});
   std::free(buffer);
+}
+
+void CUPTIAPI resource_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RESOURCE || cbid != CUPTI_CBID_RESOURCE_STREAM_CREATED || data == nullptr) return;
+  const auto* d = static_cast<const CUpti_ResourceData*>(data);
+  uint32_t id = UINT32_MAX;
+  if (g_cupti.stream_id != nullptr && g_cupti.stream_id(d->context, d->resourceHandle.stream, 0, &id) != CUPTI_SUCCESS) {
+    id = UINT32_MAX;
+  }
+  g_created_stream = reinterpret_cast<uintptr_t>(d->resourceHandle.stream);
+  g_created_id = id;
+  g_created_calls.fetch_add(1);
+}
+
+// A timestamp callback on CLOCK_MONOTONIC (the clock row registers it twice).
+uint64_t CUPTIAPI monotonic_clock() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
 }
 
 void flush(uint32_t flag) {
@@ -359,13 +430,14 @@ int main(int argc, char** argv) {
   if (cu.attribute) cu.attribute(&clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev);
   if (clock_khz <= 0) clock_khz = 1'980'000;
 
-  // A kernel of about `ns` on `stream` (nullptr: the legacy default stream).
-  auto kernel = [&](int64_t ns, CUstream stream) {
+  // A kernel of about `ns` on `stream` (nullptr: the legacy default stream;
+  // the fake numbers it `fake_stream`).
+  auto kernel = [&](int64_t ns, CUstream stream, uint32_t fake_stream = 7) {
     if (fake) {
       fake_cupti_work w{};
       w.kind = FAKE_CUPTI_KERNEL;
       w.name = "spin";
-      w.stream = 7;
+      w.stream = fake_stream;
       w.duration_ns = ns;
       w.latency_ns = 4000;  // as the fake's cuLaunchKernel
       w.grid[0] = w.block[0] = 1;
@@ -481,6 +553,7 @@ int main(int argc, char** argv) {
   const double latency_ms = poll_default_flush([&] { return all_kernels_of(t1, t2); }, 2000);
   for (int i = 0; i < 3; ++i) flush(0);  // whatever else a default flush returns
   const int kept_after_default = g_requested.load() - delivered();
+  const std::pair<int, int> heads = held_heads();  // all work finished: what CUPTI keeps holds no record
   const int before_forced = delivered();
   flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   int empty_from_forced = 0;
@@ -526,6 +599,54 @@ int main(int argc, char** argv) {
   flush(0);
   disable_all();
   flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+
+  // 6. A stream created on a subscription (its resource callback), a kernel on it.
+  std::string streams_why;
+  CUpti_SubscriberHandle sub = nullptr;
+  const bool subscribed = g_cupti.subscribe != nullptr && g_cupti.enable_callback != nullptr &&
+                          g_cupti.subscribe(&sub, &resource_callback, nullptr) == CUPTI_SUCCESS;
+  if (subscribed) g_cupti.enable_callback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_STREAM_CREATED);
+  CUstream made = nullptr;
+  const int64_t t11 = g_cupti.now();
+  if (std::string why = enable_all(); !why.empty()) {
+    streams_why = why;
+  } else if (!subscribed) {
+    streams_why = "no subscription (cuptiSubscribe missing or refused)";
+  } else if (!cu.stream_create || cu.stream_create(&made, 1 /* CU_STREAM_NON_BLOCKING */)) {
+    streams_why = "cuStreamCreate missing or failed";
+  } else {
+    kernel(50'000, made, g_created_id.load());
+    cu.synchronize();
+  }
+  const int64_t t12 = g_cupti.now();
+  poll_default_flush([&] { return true; }, 0);
+  disable_all();
+  flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (subscribed) g_cupti.unsubscribe(sub);
+
+  // 7. The timestamp callback registered, then registered again: kernel
+  // records of the activity session after each, on the registered clock or not.
+  int wrong_clock[2] = {-1, -1};
+  int clock_kernels[2] = {0, 0};
+  if (g_cupti.register_timestamp != nullptr) {
+    for (int round = 0; round < 2; ++round) {
+      if (g_cupti.register_timestamp(&monotonic_clock) != CUPTI_SUCCESS) break;
+      const size_t first = records().size();
+      if (!enable_all().empty()) break;
+      for (int i = 0; i < 4; ++i) kernel(20'000, nullptr);
+      cu.synchronize();
+      disable_all();
+      flush(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+      const int64_t now = static_cast<int64_t>(monotonic_clock());
+      const std::vector<Rec> after = records();
+      wrong_clock[round] = 0;
+      for (size_t i = first; i < after.size(); ++i) {
+        if (after[i].kind != Rec::kKernel) continue;
+        ++clock_kernels[round];
+        wrong_clock[round] += std::llabs(after[i].start - now) > int64_t(1'000'000'000) ? 1 : 0;
+      }
+    }
+  }
   const std::vector<Rec> rs = records();
 
   std::vector<Row> rows;
@@ -733,6 +854,77 @@ int main(int argc, char** argv) {
     r.measured = std::to_string(exact) + " of " + std::to_string(std::size(ids)) + " as the header spells them, " +
                  std::to_string(unversioned) + " without the _vNNNN suffix, " + std::to_string(other) + " otherwise" +
                  (first_other.empty() ? "" : " (" + first_other + ")");
+    rows.push_back(r);
+  }
+
+  // timestamps
+  {
+    int kernels = 0, invalid = 0;
+    for (const Rec& r : rs) {
+      if (r.kind != Rec::kKernel) continue;
+      ++kernels;
+      invalid += r.start == 0 || r.end == 0 || r.end < r.start ? 1 : 0;
+    }
+    rows.push_back({"timestamps", invalid == 0 ? "timestamps=valid" : "timestamps=invalid",
+                    std::to_string(invalid) + " of " + std::to_string(kernels) +
+                        " kernel records with a zero or reversed time",
+                    "whether a record can arrive without times (it still completes its launch; its time is not counted)"});
+  }
+  // heads
+  {
+    int written_returned = 0, returned_with_records = 0;
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      for (const Delivered& d : g_buffers) {
+        if (d.records == 0) continue;
+        ++returned_with_records;
+        written_returned += d.head_written ? 1 : 0;
+      }
+    }
+    Row r{"heads", "", "", "whether gpuutil, without the callback API, may skip a held buffer whose head is still zero"};
+    r.cell = heads.second == 0 && written_returned == returned_with_records ? "heads=zero_until_written" : "other";
+    r.measured = "with all work finished CUPTI held " + std::to_string(heads.first + heads.second) + " buffers, " +
+                 std::to_string(heads.second) + " of them written at their head; " + std::to_string(written_returned) +
+                 " of " + std::to_string(returned_with_records) + " returned buffers with records had a written head";
+    rows.push_back(r);
+  }
+  // streams
+  {
+    Row r{"streams", "", "", "whether stream ids can be learnt when streams are created, never from a handle later"};
+    if (!streams_why.empty()) {
+      r.cell = "n/a";
+      r.measured = "not measured: " + streams_why;
+    } else {
+      const uint32_t id = g_created_id.load();
+      int on_it = 0, kernels = 0;
+      for (const Rec& k : rs) {
+        if (k.kind != Rec::kKernel || k.end <= t11 || k.end > t12) continue;
+        ++kernels;
+        on_it += k.stream == id ? 1 : 0;
+      }
+      const bool came = g_created_calls.load() > 0 && g_created_stream.load() == reinterpret_cast<uintptr_t>(made);
+      r.cell = came && id != UINT32_MAX && kernels > 0 && on_it == kernels ? "streams=created_callback"
+               : came                                                     ? "streams=callback_id_differs"
+                                                                          : "streams=no_callback";
+      r.measured = std::string("STREAM_CREATED ") + (came ? "came" : "did not come") + " for the new stream (" +
+                   std::to_string(g_created_calls.load()) + " calls), cuptiGetStreamIdEx in it gave " +
+                   (id == UINT32_MAX ? std::string("nothing") : std::to_string(id)) + "; " + std::to_string(on_it) +
+                   " of " + std::to_string(kernels) + " kernel records on it carry that id";
+    }
+    rows.push_back(r);
+  }
+  // clock
+  {
+    Row r{"clock", "", "", "whether a re-registered timestamp callback leaves later records on another clock"};
+    if (wrong_clock[0] < 0 || wrong_clock[1] < 0) {
+      r.cell = "n/a";
+      r.measured = "not measured: cuptiActivityRegisterTimestampCallback missing or refused";
+    } else {
+      r.cell = "reregistration=" + std::to_string(wrong_clock[0]) + "_then_" + std::to_string(wrong_clock[1]);
+      r.measured = "kernel records more than 1 s off the registered clock: " + std::to_string(wrong_clock[0]) +
+                   " of " + std::to_string(clock_kernels[0]) + " after the first registration, " +
+                   std::to_string(wrong_clock[1]) + " of " + std::to_string(clock_kernels[1]) + " after the second";
+    }
     rows.push_back(r);
   }
 

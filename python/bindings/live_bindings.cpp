@@ -25,7 +25,7 @@ void bind_live(py::module_& m) {
       .def(py::init([](gpuutil::Session& session, size_t buffer_count, size_t buffer_bytes,
                        std::vector<std::string> library_dirs, bool driver_api, bool gpu, bool nvtx,
                        std::string nvtx_library, int64_t completion_wait_ms, size_t max_held_steps,
-                       int64_t stuck_after_ms) {
+                       int64_t stuck_after_ms, int64_t missing_after_ms) {
              gpuutil::LiveOptions o;
              o.gpu = gpu;
              o.nvtx = nvtx;
@@ -37,13 +37,14 @@ void bind_live(py::module_& m) {
              o.cupti_completion_wait_ms = completion_wait_ms;
              o.cupti_max_held_steps = max_held_steps;
              o.cupti_stuck_after_ms = stuck_after_ms;
+             o.cupti_missing_after_ms = missing_after_ms;
              return std::make_unique<gpuutil::LiveCollector>(session, std::move(o));
            }),
            py::arg("session"), py::arg("buffer_count") = 32, py::arg("buffer_bytes") = size_t(512) << 10,
            py::arg("library_dirs") = std::vector<std::string>{}, py::arg("driver_api") = true,
            py::arg("gpu") = true, py::arg("nvtx") = false, py::arg("nvtx_library") = "",
            py::arg("completion_wait_ms") = 2000, py::arg("max_held_steps") = 1000, py::arg("stuck_after_ms") = 30000,
-           py::keep_alive<1, 2>())
+           py::arg("missing_after_ms") = 10000, py::keep_alive<1, 2>())
       .def(
           "start",
           [](gpuutil::LiveCollector& c, const std::string& suspended_why) {
@@ -119,7 +120,36 @@ void bind_live(py::module_& m) {
         d["flushes"] = k.flushes;
         d["steps_given_up"] = k.steps_given_up;
         d["stuck"] = k.stuck;
+        d["records_missing"] = k.records_missing;
+        d["clock_mismatched"] = k.clock_mismatched;
+        d["timestamp_registrations"] = k.timestamp_registrations;
+        d["nested_calls"] = k.nested_calls;
+        d["streams_created"] = k.streams_created;
+        d["resubscribed"] = k.resubscribed;
+        d["api_callbacks_on"] = k.api_callbacks_on;
         d["nvtx_ranges"] = k.nvtx_ranges;
         return d;
-      });
+      })
+      .def(
+          "release_subscription",
+          [](gpuutil::LiveCollector& c) {
+            py::gil_scoped_release release;
+            c.release_subscription();
+          },
+          "Lets go of CUPTI's subscription alone (collection goes on), so a client initialising now can subscribe.")
+      .def(
+          "take_subscription",
+          [](gpuutil::LiveCollector& c) {
+            py::gil_scoped_release release;
+            return c.take_subscription();
+          },
+          "Asks for CUPTI's subscription again: '' when its callbacks are back, else why not.")
+      .def(
+          "learnt_calls",
+          [](const gpuutil::LiveCollector& c) {
+            py::dict d;
+            for (const auto& [name, n] : c.learnt_calls().by_name) d[py::str(name)] = n;
+            return d;
+          },
+          "Calls learnt at API exit, by CUPTI callback name ({'__cudaLaunchKernel_v13000': 12, ...}); after stop.");
 }

@@ -68,8 +68,11 @@ class CuptiCollector:
     ``max_held_steps`` steps waiting (or a memory bound) the oldest steps
     are reported with ``complete: false`` (``cupti_step_incomplete``),
     never as idle; a launch with no device record arriving for
-    ``stuck_after_ms`` is named (``gpu_stuck``). ``completion_wait_ms``
-    bounds only the blocking waits (``prof.flush()``, stop).
+    ``stuck_after_ms`` is named (``gpu_stuck``); a launch the device
+    finished (a sync, later work on its stream) whose record has not come
+    ``missing_after_ms`` later is no longer waited for
+    (``cupti_record_missing``). ``completion_wait_ms`` bounds only the
+    blocking waits (``prof.flush()``, stop).
     With torch loaded, torch.profiler gets CUPTI while it runs
     (gpuutil.torch._profiler_guard) and the steps in between say so; when
     the program imports torch only after the profile started, the guard is
@@ -81,6 +84,7 @@ class CuptiCollector:
     completion_wait_ms = 2000
     max_held_steps = 1000
     stuck_after_ms = 30000
+    missing_after_ms = 10000
 
     def __init__(self, prof: "CollectorHandle") -> None:
         self._live = _core.LiveCollector(
@@ -89,6 +93,7 @@ class CuptiCollector:
             completion_wait_ms=self.completion_wait_ms,
             max_held_steps=self.max_held_steps,
             stuck_after_ms=self.stuck_after_ms,
+            missing_after_ms=self.missing_after_ms,
         )
         self._complete_until: Optional[int] = None
         # suspend, resume, step_boundary and stop are serialised here: the
@@ -100,6 +105,7 @@ class CuptiCollector:
         self._control = threading.Lock()
         self._guard: Any = None
         self._torch_hook: Any = None  # installs the guard once the program imports torch
+        self._released = False  # the subscription was let go around torch's import
         self._last_boundary_ns: Optional[int] = None
 
     def start(self, prof: "CollectorHandle") -> Optional[str]:
@@ -124,12 +130,26 @@ class CuptiCollector:
         else:
             from gpuutil._import_hook import after_import
 
-            self._torch_hook = after_import("torch", self._install_guard_late)
+            # Kineto may subscribe to CUPTI while torch imports
+            # (libkineto_init with KINETO_USE_DAEMON, before its lazy
+            # subscription): a subscription gpuutil held then would leave
+            # torch.profiler CPU-only for the rest of the process. gpuutil
+            # lets go of it around the import and asks for it again after.
+            self._torch_hook = after_import("torch", self._install_guard_late, before=self._release_subscription)
         return None
+
+    def _release_subscription(self) -> None:
+        with self._control:
+            self._live.release_subscription()
+            self._released = True
 
     def _install_guard_late(self) -> None:
         """torch was imported after the profile started (on the importing
         thread): nothing of it can be running yet."""
+        with self._control:
+            if self._released:
+                self._released = False
+                self._live.take_subscription()  # "": back; else learnt from records, asked again at boundaries
         from gpuutil.torch import _profiler_guard
 
         guard = _profiler_guard.ProfilerGuard(self._suspend, self._resume)
@@ -181,6 +201,10 @@ class CuptiCollector:
 
     def counters(self) -> dict:
         return self._live.counters()
+
+    def learnt_calls(self) -> dict:
+        """Calls learnt at API exit by CUPTI callback name (after stop)."""
+        return self._live.learnt_calls()
 
 
 class NvtxCollector:

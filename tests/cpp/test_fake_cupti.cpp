@@ -10,6 +10,9 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <dlfcn.h>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -682,6 +685,292 @@ TEST_F(FakeCuptiTest, TheSecondClientResetsPerThreadBuffersUsesItsOwnClockAndTea
   wait();
   EXPECT_EQ(fake.stats().finalized, 1u);
   EXPECT_EQ(fake.stats().per_thread_buffers, 1) << "cuptiFinalize puts the attribute back to its default";
+}
+
+// ---- issue 36: what the matrix gained ----
+
+// Subscriber side of the callback API, recorded: (domain, cbid, site, correlation id).
+struct Seen {
+  int domain;
+  uint32_t cbid;
+  int site;
+  uint32_t corr;
+};
+std::mutex g_seen_mu;
+std::vector<Seen> g_seen;
+void CUPTIAPI record_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+  std::lock_guard<std::mutex> lock(g_seen_mu);
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    g_seen.push_back({int(domain), cbid, -1, 0});
+    return;
+  }
+  const auto* d = static_cast<const CUpti_CallbackData*>(data);
+  g_seen.push_back({int(domain), cbid, int(d->callbackSite), d->correlationId});
+}
+
+struct Subscription {
+  FakeCupti& fake;
+  CUpti_SubscriberHandle h = nullptr;
+  CUptiResult (*enable_callback)(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain, CUpti_CallbackId) = nullptr;
+  CUptiResult (*unsubscribe)(CUpti_SubscriberHandle) = nullptr;
+  CUptiResult result = CUPTI_ERROR_UNKNOWN;
+  Subscription(FakeCupti& f, bool multi) : fake(f) {
+    auto subscribe_v2 = reinterpret_cast<CUptiResult (*)(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*,
+                                                         CUpti_SubscriberParams*)>(dlsym(f.handle, "cuptiSubscribe_v2"));
+    enable_callback = reinterpret_cast<decltype(enable_callback)>(dlsym(f.handle, "cuptiEnableCallback"));
+    unsubscribe = reinterpret_cast<decltype(unsubscribe)>(dlsym(f.handle, "cuptiUnsubscribe"));
+    struct {
+      CUpti_SubscriberParams base;
+      uint8_t allow;
+    } p{};
+    p.base.structSize = multi ? offsetof(decltype(p), allow) + 1 : CUpti_SubscriberParams_STRUCT_SIZE;
+    p.allow = multi ? 1 : 0;
+    result = subscribe_v2(&h, &record_callback, nullptr, &p.base);
+  }
+  ~Subscription() {
+    if (result == CUPTI_SUCCESS) unsubscribe(h);
+  }
+  void on(CUpti_CallbackDomain domain, uint32_t cbid) { enable_callback(1, h, domain, cbid); }
+};
+
+TEST_F(FakeCuptiTest, TheDefaultCellLaunchesThroughCuda13sTripleChevronIdAndRuntimeLaunchesThroughCudaLaunchKernel) {
+  EXPECT_EQ(fake.launch_cbid(0), uint32_t(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000));
+  EXPECT_EQ(fake.launch_cbid(1), uint32_t(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000));
+  cell("launch=runtime");
+  EXPECT_EQ(fake.launch_cbid(0), uint32_t(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+}
+
+// A runtime launch calls the driver inside: the driver callbacks come
+// between the runtime call's enter and exit, with a correlation id of their
+// own, and the kernel record carries the outer (nested=outer) or the inner
+// (nested=inner) id.
+TEST_F(FakeCuptiTest, NestedDriverCallsComeInsideTheRuntimeCallWithTheirOwnIdAndTheRecordCarriesOneOfThem) {
+  for (const char* c : {"nested=outer", "nested=inner"}) {
+    cell(c);
+    {
+      std::lock_guard<std::mutex> lock(g_seen_mu);
+      g_seen.clear();
+      std::lock_guard<std::mutex> records(Client::mu);
+      Client::records.clear();
+    }
+    Subscription sub(fake, false);
+    ASSERT_EQ(sub.result, CUPTI_SUCCESS);
+    sub.on(CUPTI_CB_DOMAIN_RUNTIME_API, fake.launch_cbid(0));
+    sub.on(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel);
+    client->attach();
+    fake.launch("k", 7, 1000, 100);
+    fake.device_synchronize();
+    client->flush(0);
+    std::vector<Seen> seen;
+    {
+      std::lock_guard<std::mutex> lock(g_seen_mu);
+      seen = g_seen;
+    }
+    ASSERT_EQ(seen.size(), 4u) << c;
+    EXPECT_EQ(seen[0].domain, int(CUPTI_CB_DOMAIN_RUNTIME_API));
+    EXPECT_EQ(seen[1].domain, int(CUPTI_CB_DOMAIN_DRIVER_API));
+    EXPECT_EQ(seen[1].site, int(CUPTI_API_ENTER));
+    EXPECT_EQ(seen[2].domain, int(CUPTI_CB_DOMAIN_DRIVER_API));
+    EXPECT_EQ(seen[2].site, int(CUPTI_API_EXIT));
+    EXPECT_EQ(seen[3].domain, int(CUPTI_CB_DOMAIN_RUNTIME_API));
+    EXPECT_NE(seen[0].corr, seen[1].corr);
+    const auto k = Client::kernels(Client::taken());
+    ASSERT_EQ(k.size(), 1u);
+    EXPECT_EQ(k[0]->correlationId, std::string(c) == "nested=outer" ? seen[0].corr : seen[1].corr) << c;
+    client->detach();
+  }
+}
+
+TEST_F(FakeCuptiTest, ALazyDefaultFlushReturnsNothingEveryOtherTime) {
+  cell("flush=lazy");
+  client->attach();
+  fake.launch("k", 7, 1000, 100);
+  fake.device_synchronize();
+  client->flush(0);
+  EXPECT_TRUE(Client::taken().empty()) << "the first default flush returned nothing, though all is complete";
+  client->flush(0);
+  EXPECT_EQ(Client::kernels(Client::taken()).size(), 1u);
+  EXPECT_EQ(fake.stats().flushes_returning_nothing, 1u);
+}
+
+TEST_F(FakeCuptiTest, GraphNodesRecordsCarryInternalStreamIdsUnderGraphsInternal) {
+  cell("graphs=internal");
+  client->attach();
+  const int64_t t = mono_now() + 1'000'000;
+  fake_cupti_work nodes[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    nodes[i].kind = FAKE_CUPTI_KERNEL;
+    nodes[i].name = "node";
+    nodes[i].stream = 7;
+    nodes[i].graph_id = 3;
+    nodes[i].start_ns = t + (i + 1) * 10'000;
+    nodes[i].end_ns = t + (i + 2) * 10'000;
+  }
+  fake_cupti_call g{};
+  g.domain = CUPTI_CB_DOMAIN_RUNTIME_API;
+  g.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000;
+  g.start_ns = t;
+  g.end_ns = t + 5000;
+  g.work = nodes;
+  g.n_work = 2;
+  fake.call(&g);
+  fake.device_synchronize();
+  client->flush(0);
+  const auto k = Client::kernels(Client::taken());
+  ASSERT_EQ(k.size(), 2u);
+  for (const auto* r : k) EXPECT_EQ(r->streamId, 1007u) << "an internal stream, not the launch stream 7";
+}
+
+// CUPTI 13.2: a second subscriber is let in only when every subscriber
+// asked for multiple subscribers; before 13.2 (and with one that did not
+// ask) the second gets MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED. Each gets its
+// own callbacks.
+TEST_F(FakeCuptiTest, MultipleSubscribersOnlyWhenEveryOneAskedAndOnlyFromCupti13_2) {
+  {
+    Subscription a(fake, true), b(fake, true);
+    EXPECT_EQ(a.result, CUPTI_SUCCESS);
+    EXPECT_EQ(b.result, CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) << "13.0/13.1: one subscriber";
+  }
+  cell("subscribers=multi");
+  uint32_t v = 0;
+  client->version(&v);
+  EXPECT_EQ(v, 130200u);
+  {
+    Subscription a(fake, true), b(fake, true);
+    EXPECT_EQ(a.result, CUPTI_SUCCESS);
+    EXPECT_EQ(b.result, CUPTI_SUCCESS);
+    EXPECT_EQ(fake.stats().subscribers, 2u);
+    {
+      std::lock_guard<std::mutex> lock(g_seen_mu);
+      g_seen.clear();
+    }
+    a.on(CUPTI_CB_DOMAIN_RUNTIME_API, fake.launch_cbid(0));
+    b.on(CUPTI_CB_DOMAIN_RUNTIME_API, fake.launch_cbid(0));
+    fake.launch("k", 7, 1000, 100);
+    std::lock_guard<std::mutex> lock(g_seen_mu);
+    EXPECT_EQ(g_seen.size(), 4u) << "enter and exit to each subscriber";
+  }
+  {
+    Subscription a(fake, true), old_style(fake, false);
+    EXPECT_EQ(a.result, CUPTI_SUCCESS);
+    EXPECT_EQ(old_style.result, CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) << "it did not ask";
+  }
+}
+
+// Kineto before its lazy subscription: subscribes at its first start and
+// keeps it; if that fails (someone holds the subscription), it traces CPU-only.
+TEST_F(FakeCuptiTest, AClientThatKeepsItsSubscriptionHoldsItAfterStopOrGoesCpuOnlyWithoutIt) {
+  cell("client=keeps_subscription");
+  fake.second_client_start();
+  fake.launch("k", 7, 1000, 100);
+  fake.device_synchronize();
+  fake_cupti_client_stats theirs = fake.second_client_stop();
+  EXPECT_EQ(theirs.kernels, 1u);
+  EXPECT_EQ(fake.stats().subscribers, 1u) << "kept after its stop";
+  Subscription later(fake, false);
+  EXPECT_EQ(later.result, CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  fake.reset(nullptr);  // a fresh process, as far as tests go
+  EXPECT_EQ(fake.stats().subscribers, 0u);
+  {
+    Subscription first(fake, false);
+    ASSERT_EQ(first.result, CUPTI_SUCCESS);
+    fake.second_client_start();
+    fake.launch("k", 7, 1000, 100);
+    fake.device_synchronize();
+    theirs = fake.second_client_stop();
+    EXPECT_EQ(fake.stats().second_client_cpu_only, 1);
+    EXPECT_EQ(theirs.kernels, 0u) << "CPU-only: no GPU activity";
+  }
+}
+
+// pytorch/pytorch#192021's standalone repro: each timestamp-callback
+// registration after the first leaves that many kernel records at the head
+// of every later activity session on CUPTI's default clock.
+TEST_F(FakeCuptiTest, EachClockReRegistrationLeavesThatManyKernelRecordsOfLaterSessionsOnTheDefaultClock) {
+  auto session_clock = []() -> uint64_t { return uint64_t(mono_now()); };
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(client->timestamp_callback(+session_clock), CUPTI_SUCCESS);
+    client->attach();
+    for (int k = 0; k < 4; ++k) fake.launch("k", 7, 1000, 100);
+    fake.device_synchronize();
+    client->detach();
+    const auto kernels = Client::kernels(Client::taken());
+    int wrong = 0;
+    for (const auto* r : kernels) wrong += std::llabs(int64_t(r->start) - mono_now()) > int64_t(1'000'000'000) ? 1 : 0;
+    EXPECT_EQ(wrong, round) << "round " << round;
+    std::lock_guard<std::mutex> lock(Client::mu);
+    Client::records.clear();
+  }
+  EXPECT_EQ(fake.stats().timestamp_registrations, 3u);
+}
+
+TEST_F(FakeCuptiTest, LostDroppedAndUntimedKernelRecords) {
+  client->attach();
+  fake.inject("lose_records", 1);
+  fake.inject("drop_records", 1);
+  fake.inject("no_timing_records", 1);
+  for (int k = 0; k < 5; ++k) fake.launch("k", 7, 1000, 100);
+  fake.device_synchronize();
+  client->flush(0);
+  const auto kernels = Client::kernels(Client::taken());
+  ASSERT_EQ(kernels.size(), 3u) << "one lost, one dropped";
+  EXPECT_EQ(kernels[0]->start, 0u);
+  EXPECT_EQ(kernels[0]->end, 0u) << "no timing: start = end = 0, delivered as usual";
+  size_t dropped = 0;
+  auto get_dropped = reinterpret_cast<CUptiResult (*)(CUcontext, uint32_t, size_t*)>(
+      dlsym(fake.handle, "cuptiActivityGetNumDroppedRecords"));
+  get_dropped(nullptr, 0, &dropped);
+  EXPECT_EQ(dropped, 1u) << "only the dropped one is reported";
+  EXPECT_EQ(fake.stats().records_lost, 2u);
+}
+
+TEST_F(FakeCuptiTest, CuptiZeroesBuffersOnTheRequestingThreadUnlessTheClientPromisedZeroedOnes) {
+  client->attach();
+  fake.launch("k", 7, 1000, 100);
+  EXPECT_GE(fake.stats().buffers_zeroed_by_cupti, 1u) << "the default: CUPTI zeroes (the client's are not)";
+  client->detach();
+  fake.reset(nullptr);
+  uint8_t one = 1;
+  size_t size = sizeof(one);
+  client->set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &size, &one);
+  client->attach();
+  fake.launch("k", 7, 1000, 100);
+  EXPECT_EQ(fake.stats().buffers_zeroed_by_cupti, 0u);
+  EXPECT_GE(fake.stats().buffers_not_zeroed, 1u) << "this client's `new uint8_t[]` buffers are not zeroed: caught";
+  one = 0;
+  client->set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &size, &one);
+}
+
+// Streams announce their creation and destruction to subscribers; a
+// destroyed stream's handle is recycled; asking CUPTI about a handle whose
+// stream is gone is counted.
+TEST_F(FakeCuptiTest, StreamsAnnounceThemselvesAndARecycledHandleNamesTheNewStream) {
+  {
+    std::lock_guard<std::mutex> lock(g_seen_mu);
+    g_seen.clear();
+  }
+  Subscription sub(fake, false);
+  sub.on(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_STREAM_CREATED);
+  sub.on(CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING);
+  void* a = fake.stream_handle(0, 41);
+  EXPECT_EQ(fake.stream_handle(0, 41), a) << "stable while it lives";
+  auto stream_id = reinterpret_cast<CUptiResult (*)(CUcontext, CUstream, uint8_t, uint32_t*)>(
+      dlsym(fake.handle, "cuptiGetStreamIdEx"));
+  uint32_t id = 0;
+  ASSERT_EQ(stream_id(nullptr, static_cast<CUstream>(a), 0, &id), CUPTI_SUCCESS);
+  EXPECT_EQ(id, 41u);
+  fake.destroy_stream(0, 41);
+  EXPECT_NE(stream_id(nullptr, static_cast<CUstream>(a), 0, &id), CUPTI_SUCCESS);
+  EXPECT_EQ(fake.stats().stream_ids_after_destroy, 1u);
+  void* b = fake.stream_handle(0, 42);
+  EXPECT_EQ(b, a) << "recycled";
+  ASSERT_EQ(stream_id(nullptr, static_cast<CUstream>(b), 0, &id), CUPTI_SUCCESS);
+  EXPECT_EQ(id, 42u);
+  std::lock_guard<std::mutex> lock(g_seen_mu);
+  ASSERT_EQ(g_seen.size(), 3u);
+  EXPECT_EQ(g_seen[0].cbid, uint32_t(CUPTI_CBID_RESOURCE_STREAM_CREATED));
+  EXPECT_EQ(g_seen[1].cbid, uint32_t(CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING));
+  EXPECT_EQ(g_seen[2].cbid, uint32_t(CUPTI_CBID_RESOURCE_STREAM_CREATED));
 }
 
 TEST(FakeCuptiMatrix, EveryCellHasOneSpellingThatTheFakeReadsFromItsEnvironment) {

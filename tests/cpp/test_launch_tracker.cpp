@@ -113,6 +113,27 @@ TEST(LaunchTrackerApiRecord, ADeviceSyncAndADrainedDefaultFlushCompleteNothing) 
   EXPECT_EQ(t.waiting(), 1u) << "10 still waits for its API record (a later record of its thread ends that)";
 }
 
+// A graph has many records and no count: its own records coming proves the
+// device ran it, so when the evidence ends its wait (a forced flush after a
+// sync, or the missing bound) it is done, not a missing record. One whose
+// records never came is missing. (Found by the GPU check's graph scenario
+// on the fake: the last replay before the stop was counted missing.)
+TEST(LaunchTrackerApiRecord, AGraphWhoseRecordsCameIsDoneAtTheForcedFlushNotMissing) {
+  LaunchTracker t;
+  t.on_enqueue(10, 1000, kThread, /*graph=*/true, 1, 7, 0, {}, false);
+  t.on_device(10, 7, 1);
+  t.on_device(10, 7, 1);
+  t.on_enqueue(11, 2000, kThread, /*graph=*/true, 1, 7, 0, {}, false);
+  EXPECT_EQ(t.waiting(), 2u) << "a graph's own records do not say its last one came";
+  t.on_device_sync(3000, 1);
+  t.on_flush_drained(4000);
+  EXPECT_EQ(t.overdue(), 2u);
+  const LaunchTracker::Released r = t.on_forced_flush_drained(5000);
+  EXPECT_EQ(r.count, 1u) << "only the graph none of whose records came is missing";
+  EXPECT_EQ(r.correlation_id, 11u);
+  EXPECT_EQ(t.waiting(), 0u);
+}
+
 TEST(LaunchTrackerApiRecord, WaitsForManyLostRecordsStayBounded) {
   LaunchTracker t;
   // 20,000 launches whose kernels came and whose API records were all lost,

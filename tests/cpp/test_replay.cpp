@@ -79,16 +79,8 @@ struct Case {
   fake_cupti_matrix cell;
 };
 
-// CI replays every trace under these cells (about 6 s each): each setting
-// of the CI set alone but buffers=global (buffers=switch covers it after the
-// first flush; the faithful suite runs the adverse combinations at lower
-// cost).
-std::vector<fake_cupti_matrix> replay_cells() {
-  if (std::getenv("GPUUTIL_FAKE_CUPTI_CELLS") != nullptr) return fake_matrix::cells_for_run();
-  return {fake_matrix::cell("default"),        fake_matrix::cell("seal=0"),   fake_matrix::cell("records=device"),
-          fake_matrix::cell("buffers=switch"), fake_matrix::cell("api=exit"), fake_matrix::cell("skew=3000"),
-          fake_matrix::cell("hold=1")};
-}
+// CI replays every trace under every CI cell (ci_cells(); about 1 s each).
+std::vector<fake_cupti_matrix> replay_cells() { return fake_matrix::cells_for_run(); }
 
 std::vector<Case> cases() {
   std::vector<Case> out;

@@ -11,9 +11,9 @@ namespace {
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kQuiet = 300 * kMs;
 
-// An observation; `calls`: API calls learnt at exit so far, with buffers of
-// 10 records (two buffers' worth of calls since the last buffer event is
-// evidence that CUPTI asked another client for buffers).
+// An observation; `calls`: API calls made after the last buffer event (learnt
+// at exit), with buffers of 10 records (two buffers' worth is evidence that
+// CUPTI asked another client for buffers).
 TakeoverObservation seen(int64_t now_ns, int64_t last_buffer_event_ns, size_t outstanding, int64_t skew_ns = 0,
                          uint64_t calls = 0) {
   TakeoverObservation o;
@@ -21,7 +21,7 @@ TakeoverObservation seen(int64_t now_ns, int64_t last_buffer_event_ns, size_t ou
   o.last_buffer_event_ns = last_buffer_event_ns;
   o.buffers_outstanding = outstanding;
   o.clock_skew_ns = skew_ns;
-  o.calls_learnt = calls;
+  o.calls_since_buffer_event = calls;
   o.calls_per_buffer = 10;
   return o;
 }
@@ -38,7 +38,7 @@ TEST(TakeoverWatch, SilenceWhileCallsThatFillTwoBuffersAreMadeIsATakeoverFromThe
   EXPECT_TRUE(w.taken());
   EXPECT_EQ(w.cause(), TakeoverCause::kBuffersSilent);
   EXPECT_EQ(w.since_ns(), 1010 * kMs) << "records after the last buffer gpuutil saw may have gone elsewhere";
-  EXPECT_NE(w.why().find("300 ms while 1 were outstanding, 25 API calls"), std::string::npos) << w.why();
+  EXPECT_NE(w.why().find("300 ms while 1 were outstanding, 30 API calls"), std::string::npos) << w.why();
   EXPECT_EQ(w.observe(seen(1500 * kMs, 1010 * kMs, 1, 0, 40)), TakeoverWatch::Change::kNone) << "said once";
 }
 
@@ -70,13 +70,13 @@ TEST(TakeoverWatch, CallsLearntAtExitWithNoBufferTrafficAreATakeoverWithNothingO
   // another client took the buffer callbacks: records are owed to gpuutil.
   TakeoverWatch w(kQuiet);
   w.attached(0, 0);
-  EXPECT_EQ(w.observe(seen(10 * kMs, 5 * kMs, 0, 0, 40)), TakeoverWatch::Change::kNone);
-  EXPECT_EQ(w.observe(seen(200 * kMs, 5 * kMs, 0, 0, 40)), TakeoverWatch::Change::kNone);
-  EXPECT_EQ(w.observe(seen(400 * kMs, 5 * kMs, 0, 0, 40)), TakeoverWatch::Change::kNone)
+  EXPECT_EQ(w.observe(seen(10 * kMs, 5 * kMs, 0, 0, 0)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(seen(200 * kMs, 5 * kMs, 0, 0, 0)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(seen(400 * kMs, 5 * kMs, 0, 0, 0)), TakeoverWatch::Change::kNone)
       << "no call since the last buffer event";
-  EXPECT_EQ(w.observe(seen(500 * kMs, 5 * kMs, 0, 0, 59)), TakeoverWatch::Change::kNone)
+  EXPECT_EQ(w.observe(seen(500 * kMs, 5 * kMs, 0, 0, 19)), TakeoverWatch::Change::kNone)
       << "19 calls: not yet two buffers of records";
-  ASSERT_EQ(w.observe(seen(600 * kMs, 5 * kMs, 0, 0, 60)), TakeoverWatch::Change::kTaken);
+  ASSERT_EQ(w.observe(seen(600 * kMs, 5 * kMs, 0, 0, 20)), TakeoverWatch::Change::kTaken);
   EXPECT_NE(w.why().find("0 were outstanding, 20 API calls"), std::string::npos) << w.why();
 }
 
@@ -101,9 +101,9 @@ TEST(TakeoverWatch, BuffersFlowingAgainEndASilentTakeover) {
   w.observe(seen(200 * kMs, 5 * kMs, 1, 0, 30));
   ASSERT_EQ(w.observe(seen(400 * kMs, 5 * kMs, 1, 0, 30)), TakeoverWatch::Change::kTaken);
   EXPECT_EQ(w.observe(seen(900 * kMs, 5 * kMs, 1, 0, 30)), TakeoverWatch::Change::kNone);
-  EXPECT_EQ(w.observe(seen(1000 * kMs, 950 * kMs, 0, 0, 30)), TakeoverWatch::Change::kBack);
+  EXPECT_EQ(w.observe(seen(1000 * kMs, 950 * kMs, 0, 0, 0)), TakeoverWatch::Change::kBack);
   EXPECT_FALSE(w.taken());
-  EXPECT_EQ(w.observe(seen(1010 * kMs, 950 * kMs, 1, 0, 30)), TakeoverWatch::Change::kNone) << "quiet counts afresh";
+  EXPECT_EQ(w.observe(seen(1010 * kMs, 950 * kMs, 1, 0, 0)), TakeoverWatch::Change::kNone) << "quiet counts afresh";
 }
 
 TEST(TakeoverWatch, AFlushThatFindsNoCallbacksIsATakeoverAtOnceAndStaysUntilAttachedAgain) {

@@ -187,4 +187,13 @@ void fake_cupti_other_subscriber(const char* name) {
   s.other_subscriber = name ? name : "";
 }
 
+int fake_cupti_subscriber_callback(void** callback, void** user) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.subscribers.empty()) return 0;
+  if (callback != nullptr) *callback = reinterpret_cast<void*>(s.subscribers.front().callback);
+  if (user != nullptr) *user = s.subscribers.front().user;
+  return 1;
+}
+
 }  // extern "C"

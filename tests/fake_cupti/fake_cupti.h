@@ -306,6 +306,12 @@ void fake_cupti_second_client_start(void);
 fake_cupti_client_stats fake_cupti_second_client_stop(void);
 /* Another tool holding the CUPTI subscription (NULL releases it). */
 void fake_cupti_other_subscriber(const char* name);
+/* The first subscriber's callback (a CUpti_CallbackFunc) and its user data, so a benchmark can time the
+   subscriber's own cost without the fake's dispatch. Returns 0 when nobody subscribed. */
+int fake_cupti_subscriber_callback(void** callback, void** user);
+/* Injects `n` more of a fault mid-run, without a reset: "lose_records", "drop_records", "no_timing_records",
+   "zero_timestamps" (the config fields of those names). Returns 0, or -1 for an unknown name. */
+int fake_cupti_inject(const char* fault, int n);
 /* The callback id the fake's kernel launches use in this cell, and its domain. */
 uint32_t fake_cupti_launch_cbid(int per_thread_stream);
 /* Destroys stream `id` of `device` (CUPTI_CBID_RESOURCE_STREAM_DESTROY_STARTING to subscribers first); its handle

@@ -33,6 +33,7 @@ struct FakeCupti {
   uint32_t (*launch_cbid)(int) = nullptr;
   void (*destroy_stream)(uint32_t, uint32_t) = nullptr;
   void* (*stream_handle)(uint32_t, uint32_t) = nullptr;
+  int (*inject)(const char*, int) = nullptr;
   void* handle = nullptr;
 
   // Loads the fake (GPUUTIL_FAKE_CUPTI, compiled in) and selects it for the collector.
@@ -117,6 +118,7 @@ struct FakeCupti {
     bind(h, "fake_cupti_launch_cbid", f.launch_cbid);
     bind(h, "fake_cupti_destroy_stream", f.destroy_stream);
     bind(h, "fake_cupti_stream_handle", f.stream_handle);
+    bind(h, "fake_cupti_inject", f.inject);
     return f;
   }
 };

@@ -894,6 +894,24 @@ void fake_cupti_launch_kernel(const char* name, uint32_t stream, int64_t duratio
   fake_cupti_call_api(&c);
 }
 
+int fake_cupti_inject(const char* fault, int n) {
+  State& s = st();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const std::string f = fault ? fault : "";
+  if (f == "lose_records") {
+    s.cfg.lose_records += n;
+  } else if (f == "drop_records") {
+    s.cfg.drop_records += n;
+  } else if (f == "no_timing_records") {
+    s.cfg.no_timing_records += n;
+  } else if (f == "zero_timestamps") {
+    s.cfg.zero_timestamps += n;
+  } else {
+    return -1;
+  }
+  return 0;
+}
+
 uint32_t fake_cupti_launch_cbid(int per_thread_stream) {
   State& s = st();
   std::lock_guard<std::mutex> lock(s.mu);

@@ -112,9 +112,12 @@ CUresult CUDAAPI cuStreamCreate(CUstream* stream, unsigned int) {
   return call("cuStreamCreate");
 }
 
-CUresult CUDAAPI cuStreamDestroy(CUstream) {
-  // The handle stays valid (the fake never reuses one).
-  return call("cuStreamDestroy_v2");
+CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
+  const uint32_t id = stream_id(stream);
+  const CUresult r = call("cuStreamDestroy_v2");
+  // STREAM_DESTROY_STARTING to subscribers; the handle is recycled.
+  if (stream != nullptr && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) fake_cupti_destroy_stream(0, id);
+  return r;
 }
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {

@@ -56,19 +56,20 @@ def test_gpu_check_self_test_runs_the_probe_first_then_every_scenario_that_does_
     assert rows[0]["scenario"] == "probe"
     probe = _probe_rows(result)
     assert {k for k, r in probe.items() if r["result"] == "PASS"} == {
-        "seal", "records", "buffers", "api", "skew", "hold", "names", "graph"}, probe
+        "seal", "records", "buffers", "api", "skew", "hold", "names", "graph", "timestamps", "heads", "streams",
+        "clock"}, probe
     assert probe["seal"]["measured"] == "seal=1" and probe["records"]["measured"] == "records=thread"
     assert result["probe"]["cell"] == "seal=1,records=thread,buffers=thread,api=start,skew=0,hold=0"
     assert "| matrix row | this CUPTI | measured |" in out.stdout
     # Scenarios in the order of what they teach.
     order = list(dict.fromkeys(r["scenario"] for r in rows))
-    assert order[:4] == ["probe", "pipelined", "long_kernel", "profiler_thread"], order
+    assert order[:5] == ["probe", "coverage", "pipelined", "long_kernel", "profiler_thread"], order
     skipped = {r["scenario"] for r in rows if r["result"] == "SKIP"}
     assert skipped == {"matmul", "compile", "nvml"}, skipped
     assert all(r["note"] for r in rows if r["result"] == "SKIP"), "every skip says why"
     ran = {r["scenario"] for r in rows if r["result"] in ("PASS", "FAIL")} - {"probe"}
-    assert ran == {"pipelined", "long_kernel", "profiler_thread", "dataloader", "item", "tiny", "graph", "profiler",
-                   "nccl", "driver"}
+    assert ran == {"coverage", "pipelined", "long_kernel", "profiler_thread", "dataloader", "item", "tiny", "graph",
+                   "profiler", "nccl", "driver"}
     # Every scenario that ran checked that nothing was lost, late or invalid.
     clean = {r["scenario"] for r in rows if r["check"] == "records lost/late/invalid"}
     assert clean == ran

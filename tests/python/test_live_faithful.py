@@ -460,7 +460,10 @@ def test_a_trace_started_behind_gpuutils_back_is_reported_as_a_takeover_not_as_i
 
 def test_a_trace_started_behind_gpuutils_back_mid_step_is_seen_from_its_silent_buffers():
     # Kineto keeping CUPTI's clock: gpuutil's buffer of the running step went
-    # to it, and nothing came back for GPUUTIL_CUPTI_TAKEOVER_MS of flushing.
+    # to it, and nothing came back for GPUUTIL_CUPTI_TAKEOVER_MS of flushing
+    # while the loop ran on, making calls whose API records fill buffers
+    # (evidence that CUPTI asks another client for them: a GPU stuck with
+    # the host blocked makes no calls, and is named stuck instead).
     result = run(
         ON_DEMAND
         + """
@@ -471,6 +474,10 @@ def test_a_trace_started_behind_gpuutils_back_mid_step_is_seen_from_its_silent_b
             with prof.step():
                 fake.fake_cupti_launch_kernel(b"gemm", 7, 200000, 5000)
                 on_demand(True)
+                for _ in range(40):  # 40,000 calls: more API records than the held buffer and one more take
+                    for _ in range(1000):
+                        fake.fake_cupti_launch_kernel(b"small", 7, 1000, 1000)
+                    time.sleep(0.005)
                 kernels(1)
             on_demand(False)
             with prof.step():
@@ -585,6 +592,97 @@ def test_torch_imported_after_the_profile_started_still_hands_cupti_to_torch_pro
     assert [s["kernels"] for s in steps] == [1, 0, 1], steps
     assert "torch.profiler" in steps[1]["diagnostics"]["gpu_collection_suspended"], steps[1]
     assert "gpu_collection_suspended" not in steps[2]["diagnostics"], steps[2]
+
+
+SUBSCRIPTION_AROUND_IMPORT = """
+    import ctypes, json, sys, time
+    import gpuutil
+    fake = ctypes.CDLL(sys.argv[1])
+    fake.fake_cupti_reset(None)
+    fake.fake_cupti_launch_kernel.argtypes = [ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int64, ctypes.c_int64]
+    fake.fake_cupti_other_subscriber.argtypes = [ctypes.c_char_p]
+    KINETO_SUBSCRIBES = {kineto_subscribes}
+
+    def kernels(n):
+        for _ in range(n):
+            fake.fake_cupti_launch_kernel(b"gemm", 7, 200000, 5000)
+        fake.fake_cupti_device_synchronize()
+
+    prof = gpuutil.profile(report_interval_ms=0).start()
+    cupti = [c for c in prof._collectors if c.name == "cupti"][0]
+    seen = {{}}
+
+    class DuringImport:
+        # Sees torch's first submodule import, while torch's own code runs
+        # (where libkineto_init may subscribe); finds nothing itself.
+        def find_spec(self, fullname, path, target=None):
+            if fullname.startswith("torch.") and "during" not in seen:
+                seen["during"] = cupti.counters()["api_callbacks_on"]
+                if KINETO_SUBSCRIBES:
+                    fake.fake_cupti_other_subscriber(b"Kineto")  # and keeps it
+            return None
+
+    with prof.step():
+        kernels(1)
+    seen["before"] = cupti.counters()["api_callbacks_on"]
+    sys.meta_path.insert(0, DuringImport())
+    import torch  # after the profile started
+    seen["after"] = cupti.counters()["api_callbacks_on"]
+    with prof.step():
+        kernels(2)
+    if KINETO_SUBSCRIBES:
+        fake.fake_cupti_other_subscriber(None)  # (a later Kineto subscribes lazily and lets go)
+        time.sleep(1.1)  # gpuutil asks again at a step boundary, at most once a second
+    with prof.step():
+        kernels(1)
+    with prof.step():
+        kernels(1)
+    seen["end"] = cupti.counters()["api_callbacks_on"]
+    seen["resubscribed"] = cupti.counters()["resubscribed"]
+    prof.stop()
+    steps = []
+    for r in prof.reports:
+        devices = r["steps"][0]["devices"]
+        steps.append({{"kernels": devices[0]["kernels"] if devices else 0,
+                      "complete": r["steps"][0].get("complete", True),
+                      "diagnostics": {{d["name"]: d["example"] for d in r["diagnostics"]}}}})
+    print(json.dumps({{"seen": seen, "steps": steps}}))
+"""
+
+
+def _subscription_around_import(kineto_subscribes: bool) -> dict:
+    fake = _fake_cupti()
+    code = textwrap.dedent(SUBSCRIPTION_AROUND_IMPORT.format(kineto_subscribes=kineto_subscribes))
+    environ = dict(os.environ, GPUUTIL_CUPTI_LIBRARY=fake)
+    done = subprocess.run([sys.executable, "-c", code, fake], capture_output=True, text=True, env=environ, timeout=180)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_gpuutil_lets_go_of_the_cupti_subscription_while_torch_imports_and_takes_it_back_after():
+    # Kineto before its lazy subscription subscribes in libkineto_init and
+    # goes CPU-only for good when gpuutil holds the subscription then.
+    result = _subscription_around_import(kineto_subscribes=False)
+    seen = result["seen"]
+    assert seen["before"] is True, seen
+    assert seen["during"] is False, "gpuutil held the subscription while torch imported"
+    assert seen["after"] is True and seen["end"] is True, seen
+    assert [s["kernels"] for s in result["steps"]] == [1, 2, 1, 1], result["steps"]
+    assert all("cupti_subscriber_other" not in s["diagnostics"] for s in result["steps"]), result["steps"]
+
+
+def test_a_client_that_subscribes_while_torch_imports_keeps_it_and_gpuutil_stays_right_without_callbacks():
+    result = _subscription_around_import(kineto_subscribes=True)
+    seen = result["seen"]
+    assert seen["during"] is False and seen["after"] is False, seen
+    steps = result["steps"]
+    # Launches are learnt from their API records meanwhile: every kernel in
+    # its step, every step complete; the report says why.
+    assert [s["kernels"] for s in steps] == [1, 2, 1, 1], steps
+    assert all(s["complete"] for s in steps), steps
+    assert "Kineto" in steps[1]["diagnostics"]["cupti_subscriber_other"], steps[1]
+    # Once it lets go, gpuutil asks again at a step boundary and gets it.
+    assert seen["end"] is True and seen["resubscribed"] >= 1, seen
 
 
 MONITOR = """

@@ -36,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuutil/session.h"
@@ -56,7 +57,14 @@ struct LiveOptions {
   int64_t cupti_completion_wait_ms = 2000;
   size_t cupti_max_held_steps = 1000;              // steps waiting for device records before the oldest is incomplete
   int64_t cupti_stuck_after_ms = 30000;            // no device record this long while a launch waits: gpu_stuck
+  // A launch the device finished (a sync, later work on its stream) whose
+  // record has not come this long after: cupti_record_missing, no longer waited for.
+  int64_t cupti_missing_after_ms = 10000;
   bool cupti_api_callbacks = true;                 // learn launches at API exit (callback API); off: from API records
+  // Hand CUPTI zeroed buffers (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER=1;
+  // the drain thread zeroes them on return). Off: CUPTI zeroes each buffer on
+  // the application thread that needs one (benchmarks/RESULTS.md).
+  bool cupti_zeroed_buffers = true;
   bool nvtx = true;                                // NVTX host ranges (libgpuutil_nvtx.so)
   std::string nvtx_library;                        // "" = $NVTX_INJECTION64_PATH
 };
@@ -79,7 +87,19 @@ struct LiveCounters {
   uint64_t flushes = 0;          // default flushes made while waiting (after stop)
   uint64_t steps_given_up = 0;   // times held steps were reported incomplete, a bound hit (after stop)
   uint64_t stuck = 0;            // launches named stuck (gpu_stuck; after stop)
+  uint64_t records_missing = 0;  // launches released with no record (cupti_record_missing; after stop)
+  uint64_t clock_mismatched = 0;  // device records on another clock, kept out (cupti_clock_mismatch; after stop)
+  uint64_t timestamp_registrations = 0;  // gpuutil's CUPTI timestamp-callback registrations in this process
+  uint64_t nested_calls = 0;     // enqueue calls made inside another of their thread (after stop)
+  uint64_t streams_created = 0;  // streams learnt from CUPTI's resource callbacks (after stop)
+  uint64_t resubscribed = 0;     // times the CUPTI subscription was taken again at a step boundary
+  bool api_callbacks_on = false;  // launches are learnt at API exit (gpuutil holds the subscription)
   uint64_t nvtx_ranges = 0;      // NVTX ranges stored
+};
+
+// Calls learnt at API exit, by CUPTI callback name (after stop).
+struct LearntCalls {
+  std::vector<std::pair<std::string, uint64_t>> by_name;
 };
 
 // Live GPU collection feeding one Session. At most one runs per process.
@@ -117,8 +137,14 @@ class LiveCollector {
   void suspend(const std::string& why, int64_t since_ns = INT64_MIN);
   std::string resume();
   bool suspended() const;
+  // Lets go of CUPTI's subscription alone while another client may
+  // initialise (see cupti::CuptiCollector::release_subscription), and asks
+  // for it again: "" or why not (collection goes on either way).
+  void release_subscription();
+  std::string take_subscription();
   void stop();  // releases CUPTI (disable, flush, detach); idempotent
   LiveCounters counters() const;
+  LearntCalls learnt_calls() const;  // after stop()
   std::string library_path() const;  // the libcupti that was loaded, "" if none
 
  private:

@@ -54,7 +54,9 @@ std::string LiveCollector::start(const std::string& suspended_why) {
   o.completion_wait_ns = impl_->options.cupti_completion_wait_ms * 1'000'000;
   o.max_held_steps = impl_->options.cupti_max_held_steps;
   o.stuck_after_ns = impl_->options.cupti_stuck_after_ms * 1'000'000;
+  o.missing_after_ns = impl_->options.cupti_missing_after_ms * 1'000'000;
   o.api_callbacks = impl_->options.cupti_api_callbacks;
+  o.zeroed_buffers = impl_->options.cupti_zeroed_buffers;
   impl_->cupti = std::make_unique<cupti::CuptiCollector>(impl_->session, std::move(o));
   return impl_->cupti->start(suspended_why);
 }
@@ -85,6 +87,12 @@ std::string LiveCollector::resume() { return running() ? impl_->cupti->resume() 
 
 bool LiveCollector::suspended() const { return running() && impl_->cupti->suspended(); }
 
+void LiveCollector::release_subscription() {
+  if (running()) impl_->cupti->release_subscription();
+}
+
+std::string LiveCollector::take_subscription() { return running() ? impl_->cupti->take_subscription() : ""; }
+
 void LiveCollector::stop() {
   if (!impl_) return;
   if (impl_->cupti) impl_->cupti->stop();
@@ -113,6 +121,20 @@ LiveCounters LiveCollector::counters() const {
   out.flushes = c.flushes;
   out.steps_given_up = c.steps_given_up;
   out.stuck = c.stuck;
+  out.records_missing = c.records_missing;
+  out.clock_mismatched = c.clock_mismatched;
+  out.timestamp_registrations = c.timestamp_registrations;
+  out.nested_calls = c.nested_calls;
+  out.streams_created = c.streams_created;
+  out.resubscribed = c.resubscribed;
+  out.api_callbacks_on = c.api_callbacks_on;
+  return out;
+}
+
+LearntCalls LiveCollector::learnt_calls() const {
+  LearntCalls out;
+  if (!impl_->cupti) return out;
+  for (const auto& c : impl_->cupti->learnt_calls()) out.by_name.emplace_back(c.name, c.count);
   return out;
 }
 

@@ -83,6 +83,7 @@ std::string CuptiCollector::start(const std::string& suspended_why) {
   max_records_ = options_.buffer_max_records != 0 ? options_.buffer_max_records
                                                   : std::max<size_t>(options_.buffer_bytes / 216, 32);
   sized_at_ns_ = session_now_ns();
+  most_records_per_buffer_ = 0;
   calls_at_sizing_ = records_at_sizing_ = 0;
   call_names_.clear();
   call_name_ids_.clear();

@@ -39,8 +39,8 @@
 // of wall time while the device works: it costs report latency only, the
 // training thread never blocks on it. A launch whose device work provably
 // finished (overdue) but whose record never comes is released after
-// missing_after_ns, when CUPTI reports dropped records, or before held steps
-// would be given up, and named (cupti_record_missing), so one lost record
+// missing_after_ns or missing_after_steps steps, when CUPTI reports dropped
+// records, or before held steps would be given up, and named (cupti_record_missing), so one lost record
 // never freezes the run; a launch with no stream to judge by, after
 // unproven_after_ns while later work of its context finished. Past the
 // bounds on held steps (max_held_steps) and memory (CUPTI holding most of
@@ -143,6 +143,7 @@ struct CuptiCollectorOptions {
   // stream) with no record this long after: its record is missing
   // (cupti_record_missing) and it is no longer waited for.
   int64_t missing_after_ns = 10'000'000'000;
+  size_t missing_after_steps = 100;  // ... or while this many steps ended after it began
   // A launch of unknown stream, with no such evidence, waiting this long
   // while later work of its context finished: the same.
   int64_t unproven_after_ns = 30'000'000'000;
@@ -233,6 +234,15 @@ class CuptiCollector {
   // Takes CUPTI back after the other client stopped. "" or why not (then
   // collection stays suspended).
   std::string resume();
+  // Lets go of the CUPTI subscription alone (activity collection goes on;
+  // launches are learnt from their API records meanwhile), so that a client
+  // initialising now can subscribe: Kineto's libkineto_init subscribes
+  // once, at `import torch` with KINETO_USE_DAEMON, and traces CPU-only for
+  // the rest of the process if it cannot. take_subscription() asks for it
+  // again (not before): "" when the callbacks are back, else why not
+  // (gpuutil then goes on without them, asking again at step boundaries).
+  void release_subscription();
+  std::string take_subscription();
 
   // Waits for launched work (bounded), disables kinds, force-flushes,
   // drains, restores CUPTI's clock, unsubscribes, detaches. Idempotent.
@@ -283,7 +293,12 @@ class CuptiCollector {
   std::unique_ptr<CallRing> calls_;
   std::atomic<bool> callbacks_on_{false};      // calls are learnt at API exit now
   std::atomic<size_t> max_records_{64};      // maxNumRecords for the next buffer requests
+  std::atomic<size_t> most_records_per_buffer_{0};  // the most records a buffer handed out may take (this run)
   std::atomic<uint64_t> calls_learnt_{0}, calls_dropped_{0};
+  // Drain thread: calls made after the last buffer event (takeover evidence),
+  // counted since that event.
+  uint64_t calls_after_buffer_event_ = 0;
+  int64_t calls_counted_after_ns_ = INT64_MIN;
   uint64_t calls_dropped_published_ = 0;
   // Drain thread: completeness state.
   std::vector<std::string> call_names_;        // kernel names of learnt calls (id - 1)

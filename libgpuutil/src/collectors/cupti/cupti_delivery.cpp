@@ -45,6 +45,12 @@ void CUPTIAPI CallbackAccess::requested(uint8_t** buffer, size_t* size, size_t* 
       // partly filled buffer (cupti_activity.h: "filled with at most that
       // many records before it is returned").
       *max_records = c->max_records_.load(std::memory_order_relaxed);
+      // The most records any buffer handed out may take (0: as many API
+      // records, the smallest, as fit): takeover evidence needs more calls.
+      const size_t holds = *max_records != 0 ? *max_records : *size / sizeof(CUpti_ActivityAPI);
+      size_t most = c->most_records_per_buffer_.load(std::memory_order_relaxed);
+      while (holds > most && !c->most_records_per_buffer_.compare_exchange_weak(most, holds)) {
+      }
       c->last_buffer_event_ns_.store(now, std::memory_order_relaxed);
     } else {
       c->starved_.fetch_add(1, std::memory_order_relaxed);
@@ -192,8 +198,8 @@ void CuptiCollector::report_missing(const LaunchTracker::Released& r, const std:
 
 // Launches whose record will not come stop holding later steps: the device
 // finished them (a sync, later work on their stream) and their record is
-// missing after missing_after_ns, or at once when CUPTI reports dropped
-// records; a launch with no stream to judge by, after unproven_after_ns
+// missing after missing_after_ns or missing_after_steps steps, or at once
+// when CUPTI reports dropped records; a launch with no stream to judge by, after unproven_after_ns
 // while later work of its context finished.
 void CuptiCollector::release_missing(int64_t now) {
   if (const uint64_t dropped = dropped_.load(std::memory_order_relaxed); dropped > dropped_released_) {
@@ -204,6 +210,12 @@ void CuptiCollector::release_missing(int64_t now) {
   report_missing(tracker_->release_overdue(now - options_.missing_after_ns),
                  "finished on the device (a sync, or later work on its stream), yet no record came for " +
                      seconds(options_.missing_after_ns) + " (lost with its buffer, or dropped)");
+  // ... or while missing_after_steps steps ended after it began.
+  if (const int64_t held = session_.held_step_end_ns(options_.missing_after_steps); held != INT64_MIN) {
+    report_missing(tracker_->release_overdue(INT64_MAX, held),
+                   "finished on the device (a sync, or later work on its stream), yet no record came while " +
+                       std::to_string(options_.missing_after_steps) + " steps ended after it");
+  }
   report_missing(tracker_->release_unproven(now - options_.unproven_after_ns),
                  "no record for " + seconds(options_.unproven_after_ns) +
                      " while later work of its context finished (its stream is unknown: its call's parameters name "
@@ -261,8 +273,16 @@ void CuptiCollector::update_complete_until(int64_t flush_start_ns) {
 void CuptiCollector::drain_calls() {
   decoder_->learn_calls_from_records(!callbacks_on_.load(std::memory_order_relaxed));
   if (!calls_) return;
+  // Calls made after the last buffer request or completion: each wrote an
+  // API record into some buffer (takeover evidence, takeover_watch.h).
+  const int64_t last_buffer_ns = last_buffer_event_ns_.load(std::memory_order_relaxed);
+  if (last_buffer_ns != calls_counted_after_ns_) {
+    calls_counted_after_ns_ = last_buffer_ns;
+    calls_after_buffer_event_ = 0;
+  }
   LearntCall c;
   while (calls_->pop(c)) {
+    if (c.start_ns > last_buffer_ns) ++calls_after_buffer_event_;
     if (c.flags & kCallStreamCreate) {
       tracker_->on_stream_created(c.stream_handle, c.stream_id, c.context);
       ++streams_created_;

@@ -128,6 +128,21 @@ void CuptiCollector::maybe_resubscribe() {
   if (callbacks_on_.load()) resubscribed_.fetch_add(1);
 }
 
+void CuptiCollector::release_subscription() {
+  if (!running_ || suspended_ || owner_pid_ != getpid()) return;
+  unsubscribe();
+  resubscribe_at_ns_ = INT64_MAX;  // until take_subscription()
+}
+
+std::string CuptiCollector::take_subscription() {
+  if (!running_ || owner_pid_ != getpid()) return "";
+  resubscribe_at_ns_ = INT64_MIN;
+  maybe_resubscribe();
+  return callbacks_on_.load() || !options_.api_callbacks
+             ? ""
+             : "CUPTI's subscription is held by another client: launches are learnt from their API records";
+}
+
 std::string CuptiCollector::enable_kinds() {
   const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                       CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
@@ -308,8 +323,10 @@ void CuptiCollector::watch_takeover() {
   o.now_ns = session_now_ns();
   o.last_buffer_event_ns = last_buffer_event_ns_.load(std::memory_order_relaxed);
   o.buffers_outstanding = pool_->outstanding();
-  o.calls_learnt = calls_learnt_.load(std::memory_order_relaxed);
-  o.calls_per_buffer = std::max<uint64_t>(max_records_.load(std::memory_order_relaxed), 1);
+  o.calls_since_buffer_event = o.last_buffer_event_ns == calls_counted_after_ns_ ? calls_after_buffer_event_ : 0;
+  // A held buffer may take as many records as the most any buffer was
+  // handed out with (its maxNumRecords, or as many API records as fit).
+  o.calls_per_buffer = std::max<size_t>(most_records_per_buffer_.load(std::memory_order_relaxed), 1);
   o.callbacks_missing =
       last_flush_result_ == CUPTI_ERROR_INVALID_OPERATION || last_flush_result_ == CUPTI_ERROR_NOT_INITIALIZED;
   o.clock_skew_ns = clock_skew_ns();

@@ -113,6 +113,27 @@ void LaunchTracker::on_enqueue(uint32_t corr, int64_t start_ns, uint64_t thread,
   evict_if_full();
 }
 
+void LaunchTracker::nest(uint32_t inner, uint32_t outer) {
+  if (inner == 0 || outer == 0 || inner == outer) return;
+  auto in = entries_.find(inner);
+  if (in == entries_.end()) {
+    // Its record came already: the outer call's work is done too; else a
+    // record of it that comes later completes the outer call.
+    if (early_[inner % kEarlySlots].correlation_id == inner) {
+      const auto o = entries_.find(outer);
+      if (o != entries_.end() && !o->second.graph && !o->second.device_done) device_delivered(o);
+    } else if (const auto o = entries_.find(outer); o != entries_.end()) {
+      o->second.alias = inner;
+      aliases_[inner] = outer;
+    }
+    return;
+  }
+  const Entry moved = in->second;
+  erase(in);
+  on_enqueue(inner, moved.start_ns, moved.thread, moved.graph, moved.context, moved.stream, moved.name, moved.ref,
+             moved.api_pending, outer);
+}
+
 bool LaunchTracker::later_api_record_seen(uint64_t thread, uint32_t corr) const {
   const auto latest = api_latest_.find(thread);
   return latest != api_latest_.end() && latest->second > corr;
@@ -268,8 +289,21 @@ void LaunchTracker::on_device(uint32_t corr, uint32_t stream, uint32_t context) 
     if (alias != aliases_.end()) it = entries_.find(alias->second);
   }
   // Its call's stream handle stands for this stream: learnt before the
-  // graphs look (a graph launched on that handle waits for it).
-  if (it != entries_.end() && !it->second.graph) streams_.learn(it->second.ref, it->second.thread, stream, context);
+  // graphs look (a graph launched on that handle waits for it). A call
+  // that named no stream says where its thread's such calls run.
+  if (it != entries_.end() && !it->second.graph) {
+    const Entry& e = it->second;
+    streams_.learn(e.ref, e.thread, stream, context);
+    if (e.ref.kind == kStreamNone) {
+      if (thread_streams_.size() >= kThreadsKept && thread_streams_.count(e.thread) == 0) thread_streams_.clear();
+      ThreadStream& t = thread_streams_[e.thread];
+      if (t.stream == stream && t.context == context) {
+        ++t.run;
+      } else {
+        t = {context, stream, 1};
+      }
+    }
+  }
   const uint32_t key = it != entries_.end() ? it->first : 0;
   if (!graphs_.empty()) complete_graphs(corr, stream, context);
   if (key == 0) return;
@@ -340,8 +374,18 @@ void LaunchTracker::on_flush_drained(int64_t flush_start_ns) {
     if (++scanned > kEvidenceScan) break;
     if (!waits_for_device(e) || e.overdue_since_ns != kNever || e.graph) continue;
     resolve(e);
-    if (e.stream == kUnknownStream) continue;
-    const auto seen = stream_seen_.find(stream_key(e.context, e.stream));
+    uint32_t stream = e.stream, context = e.context;
+    if (stream == kUnknownStream && e.ref.kind == kStreamNone) {
+      // Its parameters named no stream: where its thread's such calls have
+      // all been running lately, if they agree.
+      const auto t = thread_streams_.find(e.thread);
+      if (t != thread_streams_.end() && t->second.run >= kInferRun) {
+        stream = t->second.stream;
+        context = t->second.context;
+      }
+    }
+    if (stream == kUnknownStream) continue;
+    const auto seen = stream_seen_.find(stream_key(context, stream));
     if (seen != stream_seen_.end() && seen->second.latest_corr > corr) mark_overdue(e, flush_start_ns, false);
   }
 }
@@ -352,6 +396,13 @@ LaunchTracker::Released LaunchTracker::release_if(Pred pred) {
   for (auto it = entries_.begin(); it != entries_.end();) {
     auto next = std::next(it);
     if (waits_for_device(it->second) && pred(it->first, it->second)) {
+      if (it->second.graph && it->second.device_seen) {
+        // A graph (many records, no count) whose own records came: the
+        // device finished it and nothing proves a record missing. Done.
+        erase(it);
+        it = next;
+        continue;
+      }
       if (out.count++ == 0) {
         out.earliest_start_ns = it->second.start_ns;
         out.correlation_id = it->first;
@@ -370,9 +421,10 @@ LaunchTracker::Released LaunchTracker::on_forced_flush_drained(int64_t flush_sta
   return release_overdue(kNever);
 }
 
-LaunchTracker::Released LaunchTracker::release_overdue(int64_t overdue_before_ns) {
+LaunchTracker::Released LaunchTracker::release_overdue(int64_t overdue_before_ns, int64_t started_before_ns) {
   return release_if([&](uint32_t, const Entry& e) {
-    return e.overdue_since_ns != kNever && (overdue_before_ns == kNever || e.overdue_since_ns < overdue_before_ns);
+    return e.overdue_since_ns != kNever && (overdue_before_ns == kNever || e.overdue_since_ns < overdue_before_ns) &&
+           e.start_ns < started_before_ns;
   });
 }
 

@@ -95,6 +95,9 @@ class LaunchTracker {
   void on_enqueue(uint32_t correlation_id, int64_t start_ns, uint64_t thread, bool multi, uint32_t context = 0,
                   uint32_t stream = kUnknownStream, uint32_t name = 0, StreamRef ref = {}, bool api_record = false,
                   uint32_t nested_in = 0);
+  // The waiting call `inner` turned out to be nested in `outer` (their API
+  // records nest in time on one thread): one record of either completes both.
+  void nest(uint32_t inner, uint32_t outer);
   // A call learnt at API exit that enqueues nothing but whose API record the
   // analysis uses (a stream or event sync, an event record): done once its
   // API record arrived (on_api_record), which a held buffer may delay.
@@ -150,8 +153,9 @@ class LaunchTracker {
   };
   Released on_forced_flush_drained(int64_t flush_start_ns);
   // Releases overdue calls (device evidence says they finished, no record
-  // came) that became overdue before overdue_before_ns (INT64_MAX: all).
-  Released release_overdue(int64_t overdue_before_ns);
+  // came) that became overdue before overdue_before_ns (INT64_MAX: all) and
+  // began before started_before_ns.
+  Released release_overdue(int64_t overdue_before_ns, int64_t started_before_ns = INT64_MAX);
   // Releases calls of unknown stream with no evidence at all that began
   // before started_before_ns, when a record of a later call of their
   // context arrived since (that context is not stuck).
@@ -272,6 +276,15 @@ class LaunchTracker {
   uint64_t seen_key_ = UINT64_MAX;                         // the last one touched (records come in runs)
   StreamSeen* seen_slot_ = nullptr;                        // node-based: stays valid
   std::unordered_map<uint32_t, uint32_t> context_latest_;  // context id -> latest correlation id of its records
+  // The stream a thread's calls of unknown stream ran on, while their
+  // records keep agreeing (run: how many in a row).
+  struct ThreadStream {
+    uint32_t context = 0;
+    uint32_t stream = kUnknownStream;
+    uint32_t run = 0;
+  };
+  static constexpr uint32_t kInferRun = 8;
+  std::unordered_map<uint64_t, ThreadStream> thread_streams_;
   uint64_t evicted_ = 0;
   int64_t evicted_latest_ns_ = INT64_MIN;
   uint64_t device_records_ = 0;

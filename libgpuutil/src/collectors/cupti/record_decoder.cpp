@@ -87,6 +87,28 @@ bool RecordDecoder::arrived(uint32_t correlation_id, uint32_t stream, uint32_t c
   return device_times(what, start, end, launch_start, a);
 }
 
+// A call that enqueues device work, learnt from its API record. Two such
+// calls of one thread whose times nest are one piece of work (a driver
+// call inside a runtime call: the thread was in both at once); their
+// records may come in either order.
+void RecordDecoder::learn_enqueue(const CUpti_ActivityAPI& r, const HostApiCall& c, bool multi) {
+  if (last_enqueue_.size() >= 4096 && last_enqueue_.count(r.threadId) == 0) last_enqueue_.clear();  // bounded
+  LastEnqueue& last = last_enqueue_[r.threadId];
+  const bool have = last.correlation_id != 0 && last.correlation_id != r.correlationId;
+  if (have && c.start_ns >= last.start_ns && c.end_ns <= last.end_ns) {
+    tracker_->on_enqueue(r.correlationId, c.start_ns, r.threadId, multi, 0, kUnknownStream, 0, {}, false,
+                         last.correlation_id);  // inside the last one
+    return;
+  }
+  if (have && last.start_ns >= c.start_ns && last.end_ns <= c.end_ns) {
+    tracker_->on_enqueue(r.correlationId, c.start_ns, r.threadId, multi);
+    tracker_->nest(last.correlation_id, r.correlationId);  // the last one was inside this one
+  } else {
+    tracker_->on_enqueue(r.correlationId, c.start_ns, r.threadId, multi);
+  }
+  last = {r.correlationId, c.start_ns, c.end_ns};
+}
+
 const RecordDecoder::ApiName& RecordDecoder::internal_launch_name() {
   if (!internal_launch_) {
     constexpr std::string_view kName = "cuInternalLaunchKernel";  // classify_call: a launch
@@ -239,9 +261,7 @@ void RecordDecoder::decode(const CUpti_Activity* record) {
       // Learnt from its record: without the callback API every call, and an
       // internal launch always (no callback announces it).
       if (tracker_ != nullptr && (learn_calls_ || internal) && r->returnValue == 0) {  // a failed call enqueued nothing
-        if (n.role.expects_record) {
-          tracker_->on_enqueue(r->correlationId, c.start_ns, r->threadId, n.role.multi_record);
-        }
+        if (n.role.expects_record) learn_enqueue(*r, c, n.role.multi_record);
         if (n.role.capture == CaptureMark::kBegin) tracker_->on_capture_begin(r->threadId, c.start_ns);
         if (n.role.capture == CaptureMark::kEnd) tracker_->on_capture_end(r->threadId, c.end_ns);
       }

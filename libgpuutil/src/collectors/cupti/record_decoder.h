@@ -25,7 +25,9 @@
 // enqueue device work and stream-capture marks go there too unless the
 // collector learns them at API exit through the callback API
 // (learn_calls_from_records(false)); a failed call (returnValue != 0)
-// enqueues nothing and is never tracked.
+// enqueues nothing and is never tracked. Two enqueue calls of one thread
+// whose API records nest in time are one piece of work (a driver call made
+// inside a runtime call): one record of either completes it.
 //
 // Threads: API records carry CUPTI's thread id, (uint32_t)pthread_self() by
 // default; that is the session's thread key for every source
@@ -121,6 +123,13 @@ class RecordDecoder {
     return clock_ == nullptr ? static_cast<int64_t>(t) : clock_->to_session(t);
   }
   const ApiName& internal_launch_name();
+  void learn_enqueue(const CUpti_ActivityAPI& r, const HostApiCall& c, bool multi);
+  struct LastEnqueue {
+    uint32_t correlation_id = 0;
+    int64_t start_ns = 0;
+    int64_t end_ns = 0;
+  };
+  std::unordered_map<uint32_t, LastEnqueue> last_enqueue_;  // thread -> its last enqueue learnt from an API record
 
   const CuptiApi& api_;
   EventSink& session_;

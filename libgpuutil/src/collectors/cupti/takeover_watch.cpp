@@ -13,7 +13,6 @@ void TakeoverWatch::attached(int64_t now_ns, int64_t clock_skew_ns) {
   clock_baseline_ns_ = clock_probe_usable_ ? clock_skew_ns : 0;
   last_progress_ns_ = now_ns;
   quiet_observations_ = 0;
-  calls_at_progress_ = calls_seen_;
   cause_ = TakeoverCause::kNone;
   since_ns_ = taken_at_ns_ = INT64_MIN;
   outstanding_at_take_ = 0;
@@ -39,12 +38,10 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
     return Change::kNone;
   }
   const int64_t progress = std::max(attached_ns_, o.last_buffer_event_ns);
-  calls_seen_ = std::max(calls_seen_, o.calls_learnt);
   if (progress > last_progress_ns_) {
     last_progress_ns_ = progress;
     quiet_observations_ = 0;
-    calls_at_progress_ = calls_seen_;
-  } else {
+    } else {
     if (quiet_observations_++ == 0) quiet_first_ns_ = o.now_ns;
   }
   // Launches a sync finished whose records never came: owed to gpuutil
@@ -62,8 +59,11 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
       pending_missing_ != 0 &&
       (o.buffers_outstanding == 0 || (o.now_ns - pending_at_ns_ >= kPresumedConfirmNs && !o.device_work_waiting));
   // Evidence of another client's buffer callbacks: the application made
-  // calls whose API records fill two buffers, and none was asked of gpuutil.
-  const bool calls_filled_buffers = calls_seen_ - calls_at_progress_ >= 2 * std::max<uint64_t>(o.calls_per_buffer, 1);
+  // calls whose API records fill every buffer gpuutil handed out and one
+  // more (per-thread buffers: each thread's calls fill only its own), and
+  // none was asked of gpuutil.
+  const uint64_t fill = (std::max<uint64_t>(o.buffers_outstanding, 1) + 1) * std::max<uint64_t>(o.calls_per_buffer, 1);
+  const bool calls_filled_buffers = o.calls_since_buffer_event >= fill;
   TakeoverCause seen = TakeoverCause::kNone;
   if (o.callbacks_missing) {
     seen = TakeoverCause::kCallbacksGone;
@@ -85,7 +85,7 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
   pending_since_ns_ = INT64_MAX;
   taken_at_ns_ = o.now_ns;
   outstanding_at_take_ = o.buffers_outstanding;
-  calls_at_take_ = calls_seen_ - calls_at_progress_;
+  calls_at_take_ = o.calls_since_buffer_event;
   skew_at_take_ns_ = o.clock_skew_ns == INT64_MIN ? 0 : o.clock_skew_ns - clock_baseline_ns_;
   return Change::kTaken;
 }
@@ -104,7 +104,7 @@ std::string TakeoverWatch::why() const {
       return "no activity buffer was requested from or completed to gpuutil for " +
              std::to_string(quiet_ns_ / 1'000'000) + " ms while " + std::to_string(outstanding_at_take_) +
              " were outstanding, " + std::to_string(calls_at_take_) +
-             " API calls were made (more than two buffers of API records) and it kept flushing: another CUPTI "
+             " API calls were made (more API records than the buffers held and one more take) and it kept flushing: another CUPTI "
              "client registered its own buffer callbacks (Kineto on-demand tracing through dynolog with "
              "KINETO_USE_DAEMON, torch.profiler started on another thread)";
     case TakeoverCause::kRecordsElsewhere:

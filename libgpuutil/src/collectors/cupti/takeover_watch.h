@@ -27,8 +27,11 @@
 //    while), and in that time the application made enough API calls
 //    (learnt at their exit through the callback API on gpuutil's
 //    subscription, which another client's buffer callbacks do not replace)
-//    to fill two buffers with their API records (2 x maxNumRecords): CUPTI
-//    must have asked some client for a buffer, and it was not gpuutil. A GPU
+//    after the last buffer event to fill every buffer gpuutil handed out and
+//    one more with their API records ((outstanding + 1) x the most records a
+//    buffer was handed out for: maxNumRecords, or as many API records as
+//    fit): CUPTI must have asked some client for a buffer, and it was not
+//    gpuutil. A GPU
 //    stuck in one kernel with the host blocked in a sync (a collective
 //    waiting for a late rank) makes no such calls: it is no evidence of
 //    another client, and the collector names it stuck instead. A buffer
@@ -73,8 +76,8 @@ struct TakeoverObservation {
   int64_t now_ns = 0;                       // session clock
   int64_t last_buffer_event_ns = INT64_MIN; // latest request or completion through gpuutil's callbacks
   size_t buffers_outstanding = 0;           // gpuutil's buffers CUPTI holds (as far as gpuutil knows)
-  uint64_t calls_learnt = 0;                // API calls learnt at exit so far (0: no callback API)
-  uint64_t calls_per_buffer = 1;            // records a buffer takes before CUPTI asks for another (maxNumRecords)
+  uint64_t calls_since_buffer_event = 0;    // API calls made after last_buffer_event_ns, learnt at exit (0: no callback API)
+  uint64_t calls_per_buffer = 1;            // the most records a held buffer takes before CUPTI asks for another
   bool callbacks_missing = false;           // the flush said no buffer callbacks are registered
   int64_t clock_skew_ns = INT64_MIN;        // cuptiGetTimestamp - session clock; INT64_MIN: not probed
   // Launches a device sync and a drained default flush after it declared
@@ -124,8 +127,6 @@ class TakeoverWatch {
   int64_t last_progress_ns_ = INT64_MIN;
   int quiet_observations_ = 0;
   int64_t quiet_first_ns_ = INT64_MIN;  // the first observation that found no buffer event
-  uint64_t calls_at_progress_ = 0;
-  uint64_t calls_seen_ = 0;
   TakeoverCause cause_ = TakeoverCause::kNone;
   int64_t since_ns_ = INT64_MIN;
   int64_t taken_at_ns_ = INT64_MIN;
