@@ -30,21 +30,15 @@
 #include <vector>
 
 #include "collectors/cupti/call_catalog.h"
+#include "cupti_id_tables.h"
 #include "gpuutil/range_classify.h"
 
 namespace gpuutil {
 namespace {
 
-struct Entry {
-  uint32_t id;
-  const char* name;
-};
-const Entry kRuntime[] = {
-#include "fake_cupti_runtime_names.inc"
-};
-const Entry kDriver[] = {
-#include "fake_cupti_driver_names.inc"
-};
+using cupti_ids::Entry;
+using cupti_ids::kDriver;
+using cupti_ids::kRuntime;
 
 struct Id {
   bool driver;

@@ -105,7 +105,7 @@ TEST(LaunchTrackerApiRecord, ADeviceSyncAndADrainedDefaultFlushCompleteNothing) 
   EXPECT_EQ(t.overdue(), 1u) << "11's device work is known finished";
   EXPECT_FALSE(t.running_work_waiting());
   int64_t since = 0;
-  EXPECT_EQ(t.take_presumed(&since), 1u);
+  EXPECT_EQ(t.take_owed(&since), 1u);
   EXPECT_EQ(since, 1500);
   const LaunchTracker::Released r = t.on_forced_flush_drained(5000);
   EXPECT_EQ(r.count, 1u) << "a forced flush returned every buffer: 11's record is missing";

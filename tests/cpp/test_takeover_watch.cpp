@@ -146,11 +146,11 @@ TEST(TakeoverWatch, AClockProbeThatDidNotMatchAtAttachIsIgnored) {
   EXPECT_EQ(none.observe(seen(10 * kMs, 5 * kMs, 0, int64_t(1) << 60)), TakeoverWatch::Change::kNone);
 }
 
-TakeoverObservation presumed(int64_t now_ns, int64_t last_buffer_event_ns, size_t outstanding, int64_t launch_ns,
+TakeoverObservation owed(int64_t now_ns, int64_t last_buffer_event_ns, size_t outstanding, int64_t launch_ns,
                               bool work_waiting, uint64_t missing = 1) {
   TakeoverObservation o = seen(now_ns, last_buffer_event_ns, outstanding);
-  o.presumed_missing = missing;
-  o.presumed_since_ns = launch_ns;
+  o.owed_records = missing;
+  o.owed_since_ns = launch_ns;
   o.device_work_waiting = work_waiting;
   return o;
 }
@@ -161,7 +161,7 @@ TEST(TakeoverWatch, ASynchronisedLaunchWhoseRecordCameNowhereIsATakeoverAtTheFlu
   // got a buffer from that client, and a device sync finished it.
   TakeoverWatch w(10'000 * kMs);
   w.attached(0, 0);
-  ASSERT_EQ(w.observe(presumed(120 * kMs, 90 * kMs, 0, 100 * kMs, false)), TakeoverWatch::Change::kTaken);
+  ASSERT_EQ(w.observe(owed(120 * kMs, 90 * kMs, 0, 100 * kMs, false)), TakeoverWatch::Change::kTaken);
   EXPECT_EQ(w.cause(), TakeoverCause::kRecordsElsewhere);
   EXPECT_EQ(w.since_ns(), 90 * kMs) << "from the last buffer gpuutil saw";
   EXPECT_NE(w.why().find("1 launches finished by a device synchronisation"), std::string::npos) << w.why();
@@ -172,11 +172,11 @@ TEST(TakeoverWatch, WithOnlyHeldEmptyBuffersOutstandingMissingRecordsAreATakeove
   // runs, and a later flush still brought no buffer: a takeover.
   TakeoverWatch w(10'000 * kMs);
   w.attached(0, 0);
-  EXPECT_EQ(w.observe(presumed(120 * kMs, 90 * kMs, 2, 100 * kMs, false)), TakeoverWatch::Change::kNone)
+  EXPECT_EQ(w.observe(owed(120 * kMs, 90 * kMs, 2, 100 * kMs, false)), TakeoverWatch::Change::kNone)
       << "a launch still inside its API call may hold a buffer back: looked at again later";
-  EXPECT_EQ(w.observe(presumed(125 * kMs, 90 * kMs, 2, INT64_MAX, false, 0)), TakeoverWatch::Change::kNone)
+  EXPECT_EQ(w.observe(owed(125 * kMs, 90 * kMs, 2, INT64_MAX, false, 0)), TakeoverWatch::Change::kNone)
       << "5 ms on: too soon";
-  ASSERT_EQ(w.observe(presumed(140 * kMs, 90 * kMs, 2, INT64_MAX, false, 0)), TakeoverWatch::Change::kTaken);
+  ASSERT_EQ(w.observe(owed(140 * kMs, 90 * kMs, 2, INT64_MAX, false, 0)), TakeoverWatch::Change::kTaken);
   EXPECT_EQ(w.cause(), TakeoverCause::kRecordsElsewhere);
 }
 
@@ -186,21 +186,21 @@ TEST(TakeoverWatch, ASynchronisedLaunchsRecordAHeldBufferMayStillHoldIsNoTakeove
   // A buffer of gpuutil's is held and a launch learnt since still waits:
   // a default flush withholds the buffer holding that unfinished record,
   // and the synchronised launch's record may be in it.
-  EXPECT_EQ(w.observe(presumed(120 * kMs, 90 * kMs, 1, 100 * kMs, false)), TakeoverWatch::Change::kNone);
-  EXPECT_EQ(w.observe(presumed(140 * kMs, 90 * kMs, 1, INT64_MAX, true, 0)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(owed(120 * kMs, 90 * kMs, 1, 100 * kMs, false)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(owed(140 * kMs, 90 * kMs, 1, INT64_MAX, true, 0)), TakeoverWatch::Change::kNone);
   // Then that buffer came back: the callbacks are gpuutil's, and nothing
   // is concluded even once the GPU is idle.
-  EXPECT_EQ(w.observe(presumed(160 * kMs, 150 * kMs, 0, INT64_MAX, false, 0)), TakeoverWatch::Change::kNone);
-  EXPECT_EQ(w.observe(presumed(200 * kMs, 150 * kMs, 1, INT64_MAX, false, 0)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(owed(160 * kMs, 150 * kMs, 0, INT64_MAX, false, 0)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(owed(200 * kMs, 150 * kMs, 1, INT64_MAX, false, 0)), TakeoverWatch::Change::kNone);
   // A buffer came back (or was requested) after the launch itself.
-  EXPECT_EQ(w.observe(presumed(220 * kMs, 205 * kMs, 0, 200 * kMs, false)), TakeoverWatch::Change::kNone);
+  EXPECT_EQ(w.observe(owed(220 * kMs, 205 * kMs, 0, 200 * kMs, false)), TakeoverWatch::Change::kNone);
   EXPECT_FALSE(w.taken());
 }
 
 TEST(TakeoverWatch, BuffersReachingGpuutilAgainEndATakeoverSeenFromMissingRecords) {
   TakeoverWatch w(10'000 * kMs);
   w.attached(0, 0);
-  ASSERT_EQ(w.observe(presumed(120 * kMs, 90 * kMs, 0, 100 * kMs, false)), TakeoverWatch::Change::kTaken);
+  ASSERT_EQ(w.observe(owed(120 * kMs, 90 * kMs, 0, 100 * kMs, false)), TakeoverWatch::Change::kTaken);
   EXPECT_EQ(w.observe(seen(300 * kMs, 110 * kMs, 0)), TakeoverWatch::Change::kNone);
   EXPECT_EQ(w.observe(seen(400 * kMs, 350 * kMs, 0)), TakeoverWatch::Change::kBack);
 }

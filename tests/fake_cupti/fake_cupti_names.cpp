@@ -6,23 +6,16 @@
 #include <cstring>
 #include <string_view>
 
+#include "cupti_id_tables.h"
 #include "fake_state.h"
 
 namespace fake {
 
 namespace {
 
-struct Entry {
-  uint32_t id;
-  const char* name;
-};
-
-const Entry kRuntime[] = {
-#include "fake_cupti_runtime_names.inc"
-};
-const Entry kDriver[] = {
-#include "fake_cupti_driver_names.inc"
-};
+using cupti_ids::Entry;
+using cupti_ids::kDriver;
+using cupti_ids::kRuntime;
 
 template <size_t N>
 const char* find(const Entry (&table)[N], uint32_t id) {

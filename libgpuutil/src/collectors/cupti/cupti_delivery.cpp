@@ -200,26 +200,31 @@ void CuptiCollector::report_missing(const LaunchTracker::Released& r, const std:
 // finished them (a sync, later work on their stream) and their record is
 // missing after missing_after_ns or missing_after_steps steps, or at once
 // when CUPTI reports dropped records; a launch with no stream to judge by, after unproven_after_ns
-// while later work of its context finished.
+// while later work of its context finished. (The reasons are worded only
+// for a release that happened: this runs after every drained flush.)
 void CuptiCollector::release_missing(int64_t now) {
   if (const uint64_t dropped = dropped_.load(std::memory_order_relaxed); dropped > dropped_released_) {
     dropped_released_ = dropped;
-    report_missing(tracker_->release_overdue(INT64_MAX),
-                   "finished on the device, and CUPTI reported dropped records (cupti_records_dropped)");
+    if (const auto r = tracker_->release_overdue(INT64_MAX); r.count > 0) {
+      report_missing(r, "finished on the device, and CUPTI reported dropped records (cupti_records_dropped)");
+    }
   }
-  report_missing(tracker_->release_overdue(now - options_.missing_after_ns),
-                 "finished on the device (a sync, or later work on its stream), yet no record came for " +
-                     seconds(options_.missing_after_ns) + " (lost with its buffer, or dropped)");
+  if (const auto r = tracker_->release_overdue(now - options_.missing_after_ns); r.count > 0) {
+    report_missing(r, "finished on the device (a sync, or later work on its stream), yet no record came for " +
+                          seconds(options_.missing_after_ns) + " (lost with its buffer, or dropped)");
+  }
   // ... or while missing_after_steps steps ended after it began.
   if (const int64_t held = session_.held_step_end_ns(options_.missing_after_steps); held != INT64_MIN) {
-    report_missing(tracker_->release_overdue(INT64_MAX, held),
-                   "finished on the device (a sync, or later work on its stream), yet no record came while " +
-                       std::to_string(options_.missing_after_steps) + " steps ended after it");
+    if (const auto r = tracker_->release_overdue(INT64_MAX, held); r.count > 0) {
+      report_missing(r, "finished on the device (a sync, or later work on its stream), yet no record came while " +
+                            std::to_string(options_.missing_after_steps) + " steps ended after it");
+    }
   }
-  report_missing(tracker_->release_unproven(now - options_.unproven_after_ns),
-                 "no record for " + seconds(options_.unproven_after_ns) +
-                     " while later work of its context finished (its stream is unknown: its call's parameters name "
-                     "none)");
+  if (const auto r = tracker_->release_unproven(now - options_.unproven_after_ns); r.count > 0) {
+    report_missing(r, "no record for " + seconds(options_.unproven_after_ns) +
+                          " while later work of its context finished (its stream is unknown: its call's parameters "
+                          "name none)");
+  }
 }
 
 // After a default flush that began at flush_start_ns: data is complete up
@@ -282,7 +287,6 @@ void CuptiCollector::drain_calls() {
   }
   LearntCall c;
   while (calls_->pop(c)) {
-    if (c.start_ns > last_buffer_ns) ++calls_after_buffer_event_;
     if (c.flags & kCallStreamCreate) {
       tracker_->on_stream_created(c.stream_handle, c.stream_id, c.context);
       ++streams_created_;
@@ -292,6 +296,7 @@ void CuptiCollector::drain_calls() {
       tracker_->on_stream_destroyed(c.stream_handle);
       continue;
     }
+    if (c.start_ns > last_buffer_ns) ++calls_after_buffer_event_;  // (resource callbacks write no API record)
     auto& by_cbid = learnt_by_cbid_[c.domain == CUPTI_CB_DOMAIN_RUNTIME_API ? 0 : 1];
     if (c.cbid >= by_cbid.size()) by_cbid.resize(size_t(c.cbid) + 1, 0);
     ++by_cbid[c.cbid];

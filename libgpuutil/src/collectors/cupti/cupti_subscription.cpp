@@ -312,14 +312,14 @@ void CuptiCollector::watch_takeover() {
     // Taken back from another client: calls made before went to it.
     tracker_->on_device_sync(t, 0);
     tracker_->on_forced_flush_drained(t);  // forgotten, not missing
-    tracker_->take_presumed(nullptr);
+    tracker_->take_owed(nullptr);
   }
-  int64_t presumed_since = INT64_MAX;
-  const uint64_t presumed = tracker_->take_presumed(&presumed_since);
+  int64_t owed_since = INT64_MAX;
+  const uint64_t owed = tracker_->take_owed(&owed_since);
   if (!watching_.load(std::memory_order_acquire)) return;  // suspended or stopping: CUPTI is not expected to be ours
   TakeoverObservation o;
-  o.presumed_missing = presumed;
-  o.presumed_since_ns = presumed_since;
+  o.owed_records = owed;
+  o.owed_since_ns = owed_since;
   o.now_ns = session_now_ns();
   o.last_buffer_event_ns = last_buffer_event_ns_.load(std::memory_order_relaxed);
   o.buffers_outstanding = pool_->outstanding();
@@ -337,7 +337,7 @@ void CuptiCollector::watch_takeover() {
   {
     std::lock_guard<std::mutex> lock(watch_mu_);
     // Looked at only while launches are overdue (the scan stops at the first running launch).
-    if (presumed > 0 || watch_->presumption_pending()) o.device_work_waiting = tracker_->running_work_waiting();
+    if (owed > 0 || watch_->owed_pending()) o.device_work_waiting = tracker_->running_work_waiting();
     change = watch_->observe(o);
     why = watch_->why();
     since = watch_->since_ns();

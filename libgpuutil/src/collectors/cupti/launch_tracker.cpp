@@ -29,7 +29,7 @@ void LaunchTracker::clear() {
   api_waits_.clear();
   api_latest_.clear();  // correlation ids may start again (cuptiFinalize)
   api_latest_slot_ = nullptr;
-  take_presumed(nullptr);
+  take_owed(nullptr);
 }
 
 void LaunchTracker::evict_if_full() {
@@ -341,12 +341,12 @@ void LaunchTracker::on_stream_sync(int64_t end_ns, StreamRef ref, uint64_t threa
   syncs_.push_back({end_ns, r.context, r.stream});
 }
 
-void LaunchTracker::mark_overdue(Entry& e, int64_t t_ns, bool count_presumed) {
+void LaunchTracker::mark_overdue(Entry& e, int64_t t_ns, bool count_owed) {
   if (e.overdue_since_ns != kNever) return;
   e.overdue_since_ns = t_ns;
-  if (count_presumed && !e.device_seen) {
-    ++presumed_;
-    presumed_earliest_ns_ = std::min(presumed_earliest_ns_, e.start_ns);
+  if (count_owed && !e.device_seen) {
+    ++owed_;
+    owed_earliest_ns_ = std::min(owed_earliest_ns_, e.start_ns);
   }
 }
 
@@ -364,7 +364,7 @@ void LaunchTracker::on_flush_drained(int64_t flush_start_ns) {
       resolve(e);
       const bool same_context = s->context == 0 || e.context == 0 || e.context == s->context;
       const bool same_stream = s->stream == kUnknownStream || e.stream == s->stream;
-      if (same_context && same_stream) mark_overdue(e, flush_start_ns, /*count_presumed=*/true);
+      if (same_context && same_stream) mark_overdue(e, flush_start_ns, /*count_owed=*/true);
     }
     s = syncs_.erase(s);
   }

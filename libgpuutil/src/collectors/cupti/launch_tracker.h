@@ -194,11 +194,11 @@ class LaunchTracker {
   // the earliest start among them. Normally their records sit in a buffer
   // CUPTI still holds; with no buffer held they went to another client
   // (TakeoverWatch).
-  uint64_t take_presumed(int64_t* earliest_start_ns) {
-    const uint64_t n = presumed_;
-    if (earliest_start_ns != nullptr) *earliest_start_ns = presumed_earliest_ns_;
-    presumed_ = 0;
-    presumed_earliest_ns_ = INT64_MAX;
+  uint64_t take_owed(int64_t* earliest_start_ns) {
+    const uint64_t n = owed_;
+    if (earliest_start_ns != nullptr) *earliest_start_ns = owed_earliest_ns_;
+    owed_ = 0;
+    owed_earliest_ns_ = INT64_MAX;
     return n;
   }
   // Whether any call of device work waits that may still be running (not
@@ -235,7 +235,7 @@ class LaunchTracker {
   bool later_api_record_seen(uint64_t thread, uint32_t corr) const;
   void note_api_wait(uint32_t corr);
   void release_api_waits();
-  void mark_overdue(Entry& e, int64_t t_ns, bool count_presumed);
+  void mark_overdue(Entry& e, int64_t t_ns, bool count_owed);
   template <class Pred>
   Released release_if(Pred pred);
   void evict_if_full();
@@ -288,8 +288,8 @@ class LaunchTracker {
   uint64_t evicted_ = 0;
   int64_t evicted_latest_ns_ = INT64_MIN;
   uint64_t device_records_ = 0;
-  uint64_t presumed_ = 0;
-  int64_t presumed_earliest_ns_ = INT64_MAX;
+  uint64_t owed_ = 0;
+  int64_t owed_earliest_ns_ = INT64_MAX;
 };
 
 }  // namespace gpuutil::cupti

@@ -17,7 +17,7 @@ void TakeoverWatch::attached(int64_t now_ns, int64_t clock_skew_ns) {
   since_ns_ = taken_at_ns_ = INT64_MIN;
   outstanding_at_take_ = 0;
   skew_at_take_ns_ = 0;
-  pending_missing_ = 0;
+  pending_owed_ = 0;
   pending_since_ns_ = INT64_MAX;
   pending_at_ns_ = INT64_MIN;
 }
@@ -46,17 +46,17 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
   }
   // Launches a sync finished whose records never came: owed to gpuutil
   // unless a buffer came back (or was asked for) since the earliest of them.
-  if (o.presumed_missing > 0) {
-    if (pending_missing_ == 0) pending_at_ns_ = o.now_ns;
-    pending_missing_ += o.presumed_missing;
-    pending_since_ns_ = std::min(pending_since_ns_, o.presumed_since_ns);
+  if (o.owed_records > 0) {
+    if (pending_owed_ == 0) pending_at_ns_ = o.now_ns;
+    pending_owed_ += o.owed_records;
+    pending_since_ns_ = std::min(pending_since_ns_, o.owed_since_ns);
   }
-  if (pending_missing_ != 0 && o.last_buffer_event_ns >= pending_since_ns_) {
-    pending_missing_ = 0;
+  if (pending_owed_ != 0 && o.last_buffer_event_ns >= pending_since_ns_) {
+    pending_owed_ = 0;
     pending_since_ns_ = INT64_MAX;
   }
   const bool records_elsewhere =
-      pending_missing_ != 0 &&
+      pending_owed_ != 0 &&
       (o.buffers_outstanding == 0 || (o.now_ns - pending_at_ns_ >= kPresumedConfirmNs && !o.device_work_waiting));
   // Evidence of another client's buffer callbacks: the application made
   // calls whose API records fill every buffer gpuutil handed out and one
@@ -80,8 +80,8 @@ TakeoverWatch::Change TakeoverWatch::observe(const TakeoverObservation& o) {
   if (seen == TakeoverCause::kNone) return Change::kNone;
   cause_ = seen;
   since_ns_ = last_progress_ns_;
-  presumed_at_take_ = pending_missing_;
-  pending_missing_ = 0;
+  owed_at_take_ = pending_owed_;
+  pending_owed_ = 0;
   pending_since_ns_ = INT64_MAX;
   taken_at_ns_ = o.now_ns;
   outstanding_at_take_ = o.buffers_outstanding;
@@ -108,7 +108,7 @@ std::string TakeoverWatch::why() const {
              "client registered its own buffer callbacks (Kineto on-demand tracing through dynolog with "
              "KINETO_USE_DAEMON, torch.profiler started on another thread)";
     case TakeoverCause::kRecordsElsewhere:
-      return std::to_string(presumed_at_take_) +
+      return std::to_string(owed_at_take_) +
              " launches finished by a device synchronisation delivered no record to gpuutil at the flush after it, "
              "and no activity buffer came back to gpuutil or was requested from it: another CUPTI client registered "
              "its own buffer callbacks or disabled gpuutil's activity kinds (Kineto on-demand tracing through dynolog with "

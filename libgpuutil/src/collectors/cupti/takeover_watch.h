@@ -80,11 +80,11 @@ struct TakeoverObservation {
   uint64_t calls_per_buffer = 1;            // the most records a held buffer takes before CUPTI asks for another
   bool callbacks_missing = false;           // the flush said no buffer callbacks are registered
   int64_t clock_skew_ns = INT64_MIN;        // cuptiGetTimestamp - session clock; INT64_MIN: not probed
-  // Launches a device sync and a drained default flush after it declared
-  // done without a device record (LaunchTracker::take_presumed), and the
-  // earliest start among them.
-  uint64_t presumed_missing = 0;
-  int64_t presumed_since_ns = INT64_MAX;
+  // Launches a device sync showed finished (overdue) with no device record
+  // of their own at the drained flush after it (LaunchTracker::take_owed),
+  // and the earliest start among them.
+  uint64_t owed_records = 0;
+  int64_t owed_since_ns = INT64_MAX;
   bool device_work_waiting = true;  // any launch, copy or memset waits for its records now
 };
 
@@ -110,8 +110,8 @@ class TakeoverWatch {
   Change observe(const TakeoverObservation& o);
 
   bool taken() const { return cause_ != TakeoverCause::kNone; }
-  // Launches presumed done without their records wait for a later look.
-  bool presumption_pending() const { return pending_missing_ != 0; }
+  // Owed records not seen yet wait for a later look.
+  bool owed_pending() const { return pending_owed_ != 0; }
   TakeoverCause cause() const { return cause_; }
   // Where the takeover starts: the last buffer event or the attach before it.
   int64_t since_ns() const { return since_ns_; }
@@ -132,8 +132,8 @@ class TakeoverWatch {
   int64_t taken_at_ns_ = INT64_MIN;
   size_t outstanding_at_take_ = 0;
   uint64_t calls_at_take_ = 0;
-  uint64_t presumed_at_take_ = 0;
-  uint64_t pending_missing_ = 0;          // presumed-done launches whose records never came
+  uint64_t owed_at_take_ = 0;
+  uint64_t pending_owed_ = 0;          // owed records that never came
   int64_t pending_since_ns_ = INT64_MAX;  // the earliest of them
   int64_t pending_at_ns_ = INT64_MIN;     // the observation that first saw them
   int64_t skew_at_take_ns_ = 0;
