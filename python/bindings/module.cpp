@@ -26,6 +26,7 @@
 #include "gpuutil/analyze_traces.h"
 #include "gpuutil/diagnostics.h"
 #include "gpuutil/kineto_import.h"
+#include "gpuutil/range_classify.h"
 #include "gpuutil/report_json.h"
 #include "gpuutil/trace_dirs.h"
 
@@ -136,6 +137,11 @@ PYBIND11_MODULE(_core, m, py::mod_gil_not_used()) {
   m.def("parse_memory_size", &parse_memory_size, py::arg("text"),
         "Bytes of a memory size such as '512M', '2G' or 'unlimited' (0). Raises ValueError (one line).");
   m.attr("DEFAULT_MAX_MEMORY_BYTES") = gpuutil::kDefaultImportMemoryBudgetBytes;
+  m.def("set_communication_kernel_patterns", &gpuutil::set_communication_kernel_patterns, py::arg("substrings"),
+        "Kernel-name substrings (case-insensitive) that mark the user's own communication kernels, besides the "
+        "built-in families; replaces $GPUUTIL_COMM_KERNELS for the process (docs/accounting.md, 'Communication').");
+  m.def("communication_kernel_patterns", &gpuutil::communication_kernel_patterns,
+        "The user's communication-kernel substrings in force (case-folded).");
   bind_session(m);
   bind_export(m);
   bind_nvml(m);

@@ -41,6 +41,7 @@ _LAZY = {
     "Profile": "_profile",
     "profile": "_profile",
     "register_collector": "_collectors",
+    "set_communication_kernels": "_api",
 }
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "Profile",
     "profile",
     "register_collector",
+    "set_communication_kernels",
 ]
 
 

@@ -95,6 +95,28 @@ def _positive(name: str, value: Optional[float]) -> Optional[float]:
     return v
 
 
+def set_communication_kernels(patterns: Sequence[str]) -> None:
+    """Names the program's own communication kernels, for every analysis in
+    this process (live and offline).
+
+    ``patterns`` are case-insensitive substrings of kernel names, added to
+    the built-in families (NCCL/RCCL/MSCCL/NVSHMEM, DeepEP and other
+    expert-parallel dispatch/combine, symmetric memory, custom all-reduce,
+    kernels named for a collective); kernels launched inside a c10d/NCCL
+    range are communication whatever their name. Replaces the environment
+    variable ``GPUUTIL_COMM_KERNELS`` (comma-separated, read once when
+    nothing was set). Set it before profiling starts: a running collector
+    keeps the class of names it has seen. docs/accounting.md, "Communication".
+    """
+    if isinstance(patterns, str):
+        raise TypeError("patterns must be a sequence of strings, not one string")
+    items = list(patterns)
+    for p in items:
+        if not isinstance(p, str):
+            raise TypeError(f"each pattern must be a str, not {type(p).__name__}")
+    _core.set_communication_kernel_patterns(items)
+
+
 def analyze_json(
     path_or_paths: Union[PathLike, Sequence[PathLike]],
     *,

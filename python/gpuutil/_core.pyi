@@ -32,6 +32,12 @@ def parse_memory_size(text: str) -> int:
 
 DEFAULT_MAX_MEMORY_BYTES: int
 
+def set_communication_kernel_patterns(substrings: List[str]) -> None:
+    """The user's communication-kernel name substrings (case-insensitive), replacing $GPUUTIL_COMM_KERNELS."""
+
+def communication_kernel_patterns() -> List[str]:
+    """The user's communication-kernel substrings in force (case-folded)."""
+
 def version() -> str:
     """The gpuutil library version."""
 

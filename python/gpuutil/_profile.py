@@ -300,6 +300,7 @@ def profile(
     cluster_leader: int = 0,
     detail: str = "sampled",
     job_id: Optional[str] = None,
+    communication_kernels: Optional[Sequence[str]] = None,
 ) -> Profile:
     """Profiles a training loop, step by step.
 
@@ -371,9 +372,19 @@ def profile(
             script's name (docs/fleet.md). Sinks with ``on_profile_start``
             / ``on_profile_stop`` methods are called with the profile when
             it starts and stops.
+        communication_kernels: kernel-name substrings (case-insensitive)
+            of the program's own communication kernels, besides the
+            built-in families (NCCL, DeepEP, symmetric memory, custom
+            all-reduce...; docs/accounting.md, "Communication"); for the
+            process, as :func:`gpuutil.set_communication_kernels`. Default:
+            ``GPUUTIL_COMM_KERNELS`` (comma-separated).
 
     Returns a :class:`Profile`; use it as a context manager.
     """
+    if communication_kernels is not None:
+        from gpuutil._api import set_communication_kernels
+
+        set_communication_kernels(communication_kernels)
     return Profile(
         output,
         flops_per_step=flops_per_step,

@@ -2,7 +2,7 @@
 
     gpuutil analyze TRACE... [--json] [--indent N] [--flops-per-step F]
                              [--dtype D] [--peak-tflops T] [--max-memory SIZE]
-                             [-o FILE]
+                             [--comm-kernels NAMES] [-o FILE]
     gpuutil compare BASE CURRENT [--metric M]... [--max-regression PCT] [--json]
     gpuutil export {perfetto,html,prometheus} INPUT... [-o FILE]
     gpuutil fleet --prometheus URL [--since 7d] [--html FILE] [-o FILE]
@@ -96,6 +96,9 @@ def build_parser(only: "Optional[str]" = None) -> "argparse.ArgumentParser":
                    help="write the output to FILE instead of stdout")
     a.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
                    help="memory the import may hold, e.g. 512M, 2G, unlimited (default: 768M)")
+    a.add_argument("--comm-kernels", default=None, metavar="NAMES",
+                   help="comma-separated kernel-name substrings of your own communication kernels "
+                        "(besides NCCL, DeepEP, symmetric memory...; default: $GPUUTIL_COMM_KERNELS)")
     fin = a.add_argument_group("finance (table output)")
     fin.add_argument("--usd-per-gpu-hour", type=_positive_float, default=None, metavar="USD",
                      help="price of one GPU-hour: adds cost, idle cost and cost per unit")
@@ -176,6 +179,11 @@ def _memory_size(text: str) -> int:
 
 def _analyze(args: "argparse.Namespace") -> int:
     paths = [os.fsdecode(p) for p in args.traces]
+    comm = getattr(args, "comm_kernels", None)
+    if comm is not None:
+        # For this process and the fan-out's local workers (they read the variable).
+        os.environ["GPUUTIL_COMM_KERNELS"] = comm
+        _api.set_communication_kernels([p.strip() for p in comm.split(",") if p.strip()])
     if paths.count("-") > 1:
         return _error("standard input (-) can be given once", 2)
     from gpuutil.fanout import _cli as fanout_cli
@@ -268,7 +276,7 @@ def _fast_analyze_args(raw: "Sequence[str]") -> "Optional[Any]":
     values: "Dict[str, Any]" = {
         "command": "analyze", "traces": [], "json": False, "indent": None, "flops_per_step": None,
         "dtype": "bf16", "peak_tflops": None, "output": None, "max_memory": None, "usd_per_gpu_hour": None,
-        "samples_per_step": None, "tokens_per_step": None, "quality": None,
+        "samples_per_step": None, "tokens_per_step": None, "quality": None, "comm_kernels": None,
         # the fan-out's options (gpuutil.fanout._cli), not taken here
         "jobs": None, "executor": None, "scheduler": None, "address": None, "on_error": None,
         "rank_from_name": None, "world_size": None, "ranks_out": None, "no_progress": False,

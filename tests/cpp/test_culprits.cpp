@@ -129,7 +129,7 @@ TEST(Culprits, DispatcherOpNamesAreNamespacedWithoutSpaces) {
 //   host:   handle_request [0, 50000)
 //             server.py(40): handle [1000, 49000)
 //               model.py(12): preprocess [2000, 30000)
-//               aten::linear [30500, 31200) > launch at 31000
+//               aten::linear [30500, 31200) > launch at 31090
 //   device: k0 [0, 1000)  gemm [31100, 32000)
 TEST(Culprits, PythonFramesUnderACoarseRequestAnnotationNameItsTime) {
   Planted p;
@@ -137,7 +137,7 @@ TEST(Culprits, PythonFramesUnderACoarseRequestAnnotationNameItsTime) {
   p.range("handle_request", 0, 50000, 0, /*is_op=*/false);
   python_frame(p, "server.py(40): handle", 1000, 49000);
   python_frame(p, "model.py(12): preprocess", 2000, 30000);
-  p.range("aten::linear", 30500, 31200).kernel("gemm", 31100, 32000, 31000);
+  p.range("aten::linear", 30500, 31200).kernel("gemm", 31100, 32000, 31090);
   const Report r = analyze(p.store());
   const auto& d = r.steps.at(0).devices.at(0);
   expect_identities(d);

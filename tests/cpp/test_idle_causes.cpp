@@ -156,7 +156,7 @@ TEST(IdleCauses, PreQueuedGraphBehindACopyThatWaitsOnTheGpuIsDependencyNotHostSy
   for (int s = 0; s < kSteps; ++s) {
     const double t = s * kStepUs;
     p.step(s, t, t + kStepUs);
-    p.kernel("k0", t + 100, t + 70'000, t + 50);
+    p.kernel("k0", t + 100, t + 70'000, t + 90);
     const uint64_t graph = p.enqueue("cudaGraphLaunch", t + 4'000, t + 4'020);
     p.kernel_of(graph, "g1", t + 130'000, t + 150'000, 8).kernel_of(graph, "g2", t + 150'000, t + 170'000, 8);
     p.range("aten::to", t + 66'000, t + 171'950);
@@ -188,7 +188,7 @@ TEST(IdleCauses, PreQueuedGraphBehindACopyThatWaitsOnTheGpuIsDependencyNotHostSy
 // copy held the stream the graph waits on (issue 11): host_sync stays.
 TEST(IdleCauses, PreQueuedGraphBehindACopyThatEndsBeforeItStartsIsStillHostSync) {
   Planted p;
-  p.step(1, 0, 172'000).kernel("k0", 100, 70'000, 50);
+  p.step(1, 0, 172'000).kernel("k0", 100, 70'000, 90);
   const uint64_t graph = p.enqueue("cudaGraphLaunch", 4'000, 4'020);
   p.kernel_of(graph, "g1", 130'000, 150'000, 8);
   p.range("aten::to", 66'000, 129'990);
@@ -290,9 +290,10 @@ TEST(IdleCauses, PageableAsyncCopyIsAHostSyncAndAPinnedOneIsNot) {
   EXPECT_EQ(d.pageable_memcpys, 1u);
   EXPECT_EQ(d.pageable_memcpy_bytes, 4096u);
   // Device: [100,290) the host is stuck in the pageable call: host_sync;
-  // [300,400) the host's work right after it is the sync's drain (the
-  // drain rule of docs/accounting.md): host_sync too.
-  EXPECT_EQ(idle(d, IdleCause::kHostSync), us(190) + us(100));
+  // [300,400), the host's time after the call returned, is host time
+  // (host sync only while a blocking call runs, issue 37).
+  EXPECT_EQ(idle(d, IdleCause::kHostSync), us(190));
+  EXPECT_EQ(idle(d, IdleCause::kHost), us(100) + us(580));
   EXPECT_EQ(top_culprit(d, IdleCause::kHostSync), "cudaMemcpyAsync");
   // The pinned call returns at once: its gap is launch and host time.
   EXPECT_EQ(idle(d, IdleCause::kLaunch), us(12));

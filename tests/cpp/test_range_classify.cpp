@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gpuutil/range_classify.h"
 
@@ -189,16 +190,19 @@ TEST(CommunicationKernel, OnePassScanAgreesWithASearchPerNeedleOnRandomNames) {
   };
   auto reference = [&](const std::string& name) {
     const std::string l = lower(name);
-    for (const char* n : {"nccl", "rccl", "msccl", "nvshmem"}) {
+    for (const char* n : {"nccl", "rccl", "msccl", "nvshmem", "c10d::", "deep_ep", "deepep", "dpsk::ep", "pplx",
+                          "symm_mem", "multimem", "cross_device_reduce", "allreduce", "all_reduce", "allgather",
+                          "all_gather", "reducescatter", "reduce_scatter", "alltoall", "all_to_all"}) {
       if (l.find(n) != std::string::npos) return true;
     }
-    return name.find("c10d::") != std::string::npos;
+    return false;
   };
   // Names built from needle fragments, near-misses and case flips, so that
   // both answers come up often.
   const char* parts[] = {"nccl", "NcCl", "ncc", "rccl", "RCC", "msccl", "mscc", "MSCCL", "nvshmem", "nvshme",
                          "NVSHMEM", "c10d::", "C10D::", "c10d:", "n", "m", "r", "c", "ms", "nv", "_", "::", "void ",
-                         "at::native::", "<4>", "kernel", "ncclnccl"};
+                         "at::native::", "<4>", "kernel", "ncclnccl", "deep_", "ep", "DeepEP", "dpsk::", "all",
+                         "_reduce", "reduce", "gather", "_to_", "a", "ll", "symm", "_mem", "multi", "mem", "pplx"};
   uint64_t seed = 0x9e3779b97f4a7c15ull;
   auto next = [&] {
     seed ^= seed << 13;
@@ -216,8 +220,8 @@ TEST(CommunicationKernel, OnePassScanAgreesWithASearchPerNeedleOnRandomNames) {
   }
   EXPECT_GT(positives, 2000);
   EXPECT_LT(positives, 18000);
-  EXPECT_TRUE(is_communication_kernel("xx c10d::allreduce_"));
-  EXPECT_FALSE(is_communication_kernel("xx C10D::allreduce_"));  // written as PyTorch writes it, case kept
+  EXPECT_TRUE(is_communication_kernel("xx c10d::broadcast_"));
+  EXPECT_TRUE(is_communication_kernel("xx C10D::broadcast_"));  // every needle is case-folded
   EXPECT_FALSE(is_communication_kernel("nvshme"));              // a needle cut short at the end
 }
 
@@ -226,6 +230,48 @@ TEST(CommunicationKernel, ComputeKernelsAreNot) {
   EXPECT_FALSE(is_communication_kernel("volta_sgemm_128x64_nn"));
   EXPECT_FALSE(is_communication_kernel("triton_red_fused_add_mean_mul_pow_rsqrt_0"));
   EXPECT_FALSE(is_communication_kernel(""));
+  // Reductions and copies are compute or memory, not collectives.
+  EXPECT_FALSE(is_communication_kernel("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>"));
+  EXPECT_FALSE(is_communication_kernel("void cub::DeviceReduceKernel<Policy600>"));
+  EXPECT_FALSE(is_communication_kernel("void at::native::(anonymous namespace)::CatArrayBatchedCopy<float>"));
+  EXPECT_FALSE(is_communication_kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64"));
+}
+
+// Issue 37, item 5: communication is recognised by what a kernel does, not
+// by its library being NCCL: expert-parallel dispatch/combine (DeepEP), torch
+// symmetric memory, NVSHMEM, MSCCL++, vLLM/SGLang custom all-reduce,
+// TensorRT-LLM's one/two-shot all-reduce, any kernel named for a collective.
+TEST(CommunicationKernel, ExpertParallelSymmetricMemoryAndCustomCollectivesAreCommunication) {
+  for (const char* name : {
+           "void deep_ep::intranode::dispatch<8, 768>(int4*, float*, int*, long*)",
+           "void deep_ep::internode_ll::combine<7168, 8>(void*, int const*, void const*)",
+           "dpsk::ep::dispatch_kernel<128>",
+           "void nvshmemi_transfer_rma_nbi<float>(void*, void const*, unsigned long, int)",
+           "void mscclpp::AllreduceAllpairs<float>(float*, float*)",
+           "void c10d::symmetric_memory::one_shot_all_reduce_kernel<bf16, 8>(...)",
+           "multimem_all_reduce_kernel<float>",
+           "void vllm::cross_device_reduce_2stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals)",
+           "void tensorrt_llm::kernels::twoShotAllReduceKernel<half, 8>(AllReduceParams)",
+           "pplx::a2a_dispatch_kernel",
+           "my_lib::all_to_all_single_kernel",
+           "fused_reduce_scatter_matmul_comm",
+       }) {
+    EXPECT_TRUE(is_communication_kernel(name)) << name;
+  }
+}
+
+// Users name their own: set_communication_kernel_patterns (and
+// $GPUUTIL_COMM_KERNELS, read when nothing was set), case-insensitive
+// substrings; the built-in families stay.
+TEST(CommunicationKernel, UserPatternsNameTheirOwnCommunicationKernels) {
+  EXPECT_FALSE(is_communication_kernel("void team_x::ExpertShuffleKernel<128>"));
+  set_communication_kernel_patterns({"ExpertShuffle", ""});  // empty entries are dropped
+  EXPECT_TRUE(is_communication_kernel("void team_x::ExpertShuffleKernel<128>"));
+  EXPECT_TRUE(is_communication_kernel("ncclDevKernel_AllGather_RING_LL"));
+  EXPECT_FALSE(is_communication_kernel("volta_sgemm_128x64_nn"));
+  EXPECT_EQ(communication_kernel_patterns(), (std::vector<std::string>{"expertshuffle"}));
+  set_communication_kernel_patterns({});
+  EXPECT_FALSE(is_communication_kernel("void team_x::ExpertShuffleKernel<128>"));
 }
 
 // Live API names (cuptiGetCallbackName) are named as Kineto's traces name

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpuutil/events.h"
 
@@ -81,7 +83,24 @@ struct ApiRole {
 };
 ApiRole api_role(std::string_view name);
 
-// True for collective-communication kernels (NCCL, RCCL, ...).
+// True for communication kernels, recognised by what they do
+// (docs/accounting.md, "Communication"): the built-in families
+// (is_builtin_communication_kernel: NCCL/RCCL/MSCCL/NVSHMEM, DeepEP and
+// other expert-parallel dispatch/combine, symmetric memory, custom
+// all-reduce, any kernel named for a collective verb), or a name containing
+// one of the user's patterns (set_communication_kernel_patterns, else
+// $GPUUTIL_COMM_KERNELS, comma-separated; case-insensitive substrings).
+// Kernels launched inside a host collective range are communication too;
+// the analysis adds those (it sees the ranges).
+// Thread-safe; the user's patterns are read under a mutex, so callers
+// classify a name once and cache it (the CUPTI decoder and the Kineto
+// mapper do).
 bool is_communication_kernel(std::string_view name);
+bool is_builtin_communication_kernel(std::string_view name);
+// Replaces the user's patterns (and the environment's) for the process.
+// Names already classified and cached by a running collector keep their
+// class: set them before profiling starts.
+void set_communication_kernel_patterns(const std::vector<std::string>& substrings);
+std::vector<std::string> communication_kernel_patterns();
 
 }  // namespace gpuutil

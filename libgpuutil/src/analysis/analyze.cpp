@@ -111,11 +111,11 @@ struct PreparedStore::Impl {
   Impl(const EventStore& store, const std::vector<StepWindow>& windows_in)
       : s(store),
         events_span(event_span(store, /*with_steps=*/false)),
-        devices(build_device_timelines(store)),
         host(build_host_timelines(store)),
+        devices(build_device_timelines(store, &host.in_collective)),
         host_index(store),
         counters(store),
-        collectives(store),
+        collectives(store, &host.in_collective),
         fallback(busiest_thread(store)),
         flops_by_time(trace_flops(store)),
         workload(store, span_with(events_span, windows_in)),
@@ -129,8 +129,8 @@ struct PreparedStore::Impl {
 
   const EventStore& s;
   EventSpan events_span;            // of the store's events (not its steps)
+  HostTimelines host;  // before devices: they read host.in_collective
   std::vector<DeviceTimeline> devices;
-  HostTimelines host;
   HostBreakdownIndex host_index;
   HostBreakdownIndex::Scratch host_scratch;  // reused by every window
   StepMetricsScratch metrics_scratch;

@@ -1,6 +1,8 @@
 // Collective instances of one source (collective_spans.h).
 #include "analysis/collective_spans.h"
 
+#include "analysis/device_timeline.h"
+
 #include <algorithm>
 #include <map>
 #include <string_view>
@@ -8,10 +10,11 @@
 
 namespace gpuutil {
 
-CollectiveSpans::CollectiveSpans(const EventStore& s) {
+CollectiveSpans::CollectiveSpans(const EventStore& s, const std::vector<uint8_t>* in_collective) {
   std::map<std::pair<int32_t, int32_t>, int64_t> first_use;  // (device, stream) -> first start
-  for (const auto& a : s.activities) {
-    if (a.kind != ActivityKind::kKernel || !a.is_communication || a.end_ns <= a.start_ns) continue;
+  for (uint32_t i = 0; i < s.activities.size(); ++i) {
+    const auto& a = s.activities[i];
+    if (!is_communication_work(s, i, in_collective) || a.end_ns <= a.start_ns) continue;
     auto [it, inserted] = first_use.try_emplace({a.device, a.stream}, a.start_ns);
     if (!inserted) it->second = std::min(it->second, a.start_ns);
   }
@@ -24,8 +27,9 @@ CollectiveSpans::CollectiveSpans(const EventStore& s) {
       ordinal[key] = static_cast<uint32_t>(groups_.size());
       groups_.push_back("gpu stream #" + std::to_string(groups_.size()));
     }
-    for (const auto& a : s.activities) {
-      if (a.kind != ActivityKind::kKernel || !a.is_communication || a.end_ns <= a.start_ns) continue;
+    for (uint32_t i = 0; i < s.activities.size(); ++i) {
+      const auto& a = s.activities[i];
+      if (!is_communication_work(s, i, in_collective) || a.end_ns <= a.start_ns) continue;
       spans_.push_back({a.start_ns, a.end_ns - a.start_ns, ordinal[{a.device, a.stream}]});
     }
   } else {

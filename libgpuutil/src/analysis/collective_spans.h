@@ -1,7 +1,8 @@
 // Collective instances of one source, for the cross-rank view
 // (gpuutil/cluster.h): what each rank spent in each collective.
 //
-// From GPU collective kernels (NCCL, RCCL...) when the source has any,
+// From GPU communication kernels (NCCL, RCCL, DeepEP..., and kernels
+// launched inside host collective ranges) when the source has any,
 // grouped by their stream's ordinal among the source's collective streams
 // (one stream per communicator, i.e. per process group and device; stream
 // ids differ between ranks, their order of first use does not); else from
@@ -27,7 +28,9 @@ namespace gpuutil {
 
 class CollectiveSpans {
  public:
-  explicit CollectiveSpans(const EventStore& s);
+  // `in_collective`: kernels launched inside host collective ranges
+  // (HostTimelines::in_collective; null: none).
+  explicit CollectiveSpans(const EventStore& s, const std::vector<uint8_t>* in_collective = nullptr);
   // Instances starting in [lo, hi), in start order, with their starts as
   // offsets from lo; at most `cap` (the rest counted in `dropped`).
   RankCollectives in(int64_t lo, int64_t hi, int32_t rank, size_t cap = 4096) const;

@@ -13,6 +13,7 @@ std::string culprit_name(const EventStore& store, CulpritKey key) {
     return name.empty() ? "(no name in the trace)" : std::string(name);
   }
   if (key == kNoHostCulprit) return "(no host events for the launching thread)";
+  if (key == kUnlaunchedTransferCulprit) return "(a copy or memset with no launch record)";
   const auto thread = static_cast<uint32_t>((key >> 32) & 0x7fffffffu);
   const auto phase = static_cast<NameId>(key & 0xffffffffu);
   std::string out;

@@ -32,6 +32,11 @@ inline constexpr CulpritKey kThreadCulpritBit = CulpritKey{1} << 63;
 // No host events at all for the thread that should explain the gap.
 inline constexpr CulpritKey kNoHostCulprit = kThreadCulpritBit | (CulpritKey{0xffffffffu} << 32);
 
+// A copy or memset with no launch record (a live record carries no name,
+// an imported one "Memcpy DtoD (Device -> Device)": one key for both, so a
+// live step and the same trace imported name the same culprit).
+inline constexpr CulpritKey kUnlaunchedTransferCulprit = kThreadCulpritBit | (CulpritKey{0xfffffffeu} << 32);
+
 inline CulpritKey range_culprit(NameId name) { return name; }
 // The thread (index into store.threads), with `phase` (kNoName = none).
 inline CulpritKey thread_culprit(uint32_t thread, NameId phase) {

@@ -42,8 +42,8 @@ void sort_nearly_sorted(std::vector<Key>& keys) {
   }
 }
 
-uint8_t class_of(const DeviceActivity& a) {
-  return a.kind != ActivityKind::kKernel ? 2 : (a.is_communication ? 1 : 0);
+uint8_t class_of(const EventStore& store, uint32_t i, const std::vector<uint8_t>* in_collective) {
+  return store.activities[i].kind != ActivityKind::kKernel ? 2 : (is_communication_work(store, i, in_collective) ? 1 : 0);
 }
 
 // Appends [start, end) to a union being built from intervals fed in start
@@ -73,7 +73,7 @@ struct Builder {
 
 }  // namespace
 
-std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
+std::vector<DeviceTimeline> build_device_timelines(const EventStore& store, const std::vector<uint8_t>* in_collective) {
   std::map<int32_t, Builder> per_device;
   const auto& acts = store.activities;
   {
@@ -127,7 +127,7 @@ std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
       bucket = &per_device.find(bucket_device)->second;
     }
     if (bucket->sorted) {
-      bucket->add(a.start_ns, a.end_ns, i, class_of(a));
+      bucket->add(a.start_ns, a.end_ns, i, class_of(store, i, in_collective));
     } else {
       any_unsorted = true;
     }
@@ -139,7 +139,7 @@ std::vector<DeviceTimeline> build_device_timelines(const EventStore& store) {
       keys.reserve(b.expected);
       for (uint32_t i = 0; i < acts.size(); ++i) {
         const auto& a = acts[i];
-        if (a.device == device && a.end_ns >= a.start_ns) keys.push_back({a.start_ns, a.end_ns, i, class_of(a)});
+        if (a.device == device && a.end_ns >= a.start_ns) keys.push_back({a.start_ns, a.end_ns, i, class_of(store, i, in_collective)});
       }
       sort_nearly_sorted(keys);
       for (const Key& k : keys) b.add(k.start_ns, k.end_ns, k.index, k.cls);

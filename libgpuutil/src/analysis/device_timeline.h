@@ -28,8 +28,19 @@ struct DeviceTimeline {
   IntervalList communication;
 };
 
+// Whether activity `index` is communication: its own flag (named like
+// communication), or launched inside a host collective range
+// (`in_collective`, HostTimelines::in_collective; null or empty: none).
+inline bool is_communication_work(const EventStore& store, uint32_t index, const std::vector<uint8_t>* in_collective) {
+  const DeviceActivity& a = store.activities[index];
+  return a.kind == ActivityKind::kKernel &&
+         (a.is_communication || (in_collective != nullptr && index < in_collective->size() && (*in_collective)[index]));
+}
+
 // One timeline per device that has any activity, ordered by device id.
-std::vector<DeviceTimeline> build_device_timelines(const EventStore& store);
+// `in_collective` (optional): see is_communication_work.
+std::vector<DeviceTimeline> build_device_timelines(const EventStore& store,
+                                                   const std::vector<uint8_t>* in_collective = nullptr);
 
 // Index into tl.by_start of the first activity that may overlap a window
 // starting at lo_ns (accounts for the longest activity).

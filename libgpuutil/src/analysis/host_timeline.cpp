@@ -121,9 +121,12 @@ HostTimelines build_host_timelines(const EventStore& store) {
       raw[t].leaf.reserve(ops[t] + others[t]);
     }
   }
+  std::vector<NamedIntervalList> calls(n_threads);
   for (const auto& c : store.api_calls) {
     if (c.kind != HostApiKind::kOther && c.kind != HostApiKind::kSynchronize) raw[c.thread].queue_starts.push_back(c.start_ns);
+    calls[c.thread].push_back({c.start_ns, c.end_ns, c.name});
   }
+  for (size_t i = 0; i < n_threads; ++i) out.threads[i].calls = merge_named(std::move(calls[i]));
   for (const auto& r : store.ranges) {
     auto& t = raw[r.thread];
     out.threads[r.thread].has_events = true;
@@ -230,6 +233,13 @@ HostTimelines build_host_timelines(const EventStore& store) {
       if (launch == kNoLaunch) continue;
       out.launch_of[k] = launch;
       const uint32_t thread = store.api_calls[launch].thread;
+      // A kernel launched from inside a host collective range is part of
+      // that collective, whatever its library calls it.
+      if (a.kind == ActivityKind::kKernel && !a.is_communication &&
+          find_containing(out.threads[thread].collective, store.api_calls[launch].start_ns) >= 0) {
+        if (out.in_collective.empty()) out.in_collective.assign(store.activities.size(), 0);
+        out.in_collective[k] = 1;
+      }
       if (a.device != last_device) {
         last_device = a.device;
         per_device = &launches[a.device];

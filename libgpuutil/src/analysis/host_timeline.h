@@ -10,6 +10,8 @@
 //   active      every range of the thread, steps and phases included: the
 //               thread was inside something recorded (outside it, it
 //               recorded nothing: an idle worker thread)
+//   calls       every CUDA API call of the thread (with `active`: when the
+//               thread next recorded anything)
 //   dataloader  input-pipeline waits
 //   collective  host-side collectives
 //   sync        host blocked on the device: host-sync ops (aten::item) and
@@ -58,6 +60,7 @@ struct HostThreadTimeline {
   NamedIntervalList phases;
   NamedIntervalList regions;
   NamedIntervalList active;
+  NamedIntervalList calls;
   // The list that names plain host time: `named`, else `leaf`.
   const NamedIntervalList& naming() const { return named.empty() ? leaf : named; }
 };
@@ -67,6 +70,11 @@ struct HostTimelines {
   // For each store activity, the index of the host call that launched it
   // (matched by correlation id), or kNoLaunch.
   std::vector<uint32_t> launch_of;
+  // For each store activity, 1 when it is a kernel launched by a call made
+  // inside a host collective range of its thread (c10d::*, nccl:*,
+  // record_param_comms): communication by where it was launched, whatever
+  // its name (a custom all-to-all behind torch's API). Empty when none is.
+  std::vector<uint8_t> in_collective;
   // device id -> the thread that launched most of its work (-1 if unknown)
   std::unordered_map<int32_t, int64_t> main_thread_by_device;
 };

@@ -80,10 +80,10 @@ NameId queued_by(const HostThreadTimeline& th, const HostApiCall& call, const De
 // Another thread that explains time `thread` spent idle (inside no
 // recorded range at all, steps and phases included: an autograd or worker
 // thread between its work): of `others` (the window's launching threads,
-// most launches first), the first blocked at t in a DataLoader wait, else
-// in a collective, else in a sync, else the first inside a named op or
-// range (a phase or a Python frame alone is no evidence: it is often a wait
-// for `thread` itself). -1 when none.
+// most launches first, then every other thread with events), the first
+// blocked at t in a DataLoader wait, else in a collective, else in a sync,
+// else the first inside a named op or range (a phase or a Python frame alone
+// is no evidence: it is often a wait for `thread` itself). -1 when none.
 long other_thread_at(const HostTimelines& host, const std::vector<uint32_t>& others, uint32_t thread, int64_t t) {
   for (auto state : {&HostThreadTimeline::dataloader, &HostThreadTimeline::collective, &HostThreadTimeline::sync,
                      &HostThreadTimeline::leaf}) {
@@ -95,22 +95,61 @@ long other_thread_at(const HostTimelines& host, const std::vector<uint32_t>& oth
   return -1;
 }
 
-// Explains [x, y) of a gap that began at gap_start by the thread's state.
-// `others` (or null): threads that explain the time this one was idle
-// (other_thread_at).
-void split_by_host_state(const HostTimelines& host, const HostThreadTimeline& th, uint32_t thread, int64_t gap_start,
-                         int64_t x, int64_t y, IdleAccount& out, const std::vector<uint32_t>* others) {
-  // Did the gap open while the thread was blocked in a sync? Then the GPU
-  // drained behind that sync and the plain host time after it is its cost.
-  int64_t drain_from = kNever;
-  NameId drain_name = kNoName;
-  {
-    const size_t i = first_ending_after(th.sync, gap_start - 1);  // end >= gap_start
-    if (i < th.sync.size() && th.sync[i].start_ns < gap_start) {
-      drain_from = th.sync[i].end_ns;
-      drain_name = th.sync[i].name;
+// When a thread recorded nothing at t (no range, no API call): where it
+// next records something, kNever when it never does.
+int64_t next_recorded_ns(const HostThreadTimeline& th, int64_t t) {
+  int64_t next = kNever;
+  for (const NamedIntervalList* list : {&th.active, &th.calls}) {
+    const size_t i = first_ending_after(*list, t);
+    if (i < list->size()) next = std::min(next, std::max((*list)[i].start_ns, t));
+  }
+  return next;
+}
+
+// Of `thread` and `others`, all inside nothing recorded at t, the one that
+// recorded something first in [t, until): it was the one coming back (the
+// main thread's final synchronize after a stretch no thread recorded), not
+// an idle worker. `thread` when no other comes back sooner. (Bounded by the
+// piece being explained, so a live step, whose store ends with its window,
+// decides as the offline analysis of the whole trace does.)
+uint32_t first_back(const HostTimelines& host, const std::vector<uint32_t>& others, uint32_t thread, int64_t t,
+                    int64_t until) {
+  uint32_t best = thread;
+  int64_t best_ns = std::min(next_recorded_ns(host.threads[thread], t), until);
+  for (uint32_t m : others) {
+    if (m == thread || m >= host.threads.size() || !host.threads[m].has_events) continue;
+    const HostThreadTimeline& mt = host.threads[m];
+    if (find_containing(mt.active, t) >= 0 || find_containing(mt.calls, t) >= 0) continue;
+    const int64_t ns = next_recorded_ns(mt, t);
+    if (ns < best_ns) {
+      best = m;
+      best_ns = ns;
     }
   }
+  return best;
+}
+
+// What a gap's ending work tells the host-state rules: when it started
+// (kNever: the gap ends with the window, no work) and the name a device-side
+// wait for it carries.
+struct GapEnd {
+  int64_t work_start_ns = kNever;
+  CulpritKey waiting = range_culprit(kNoName);
+};
+
+// The ending work itself as a culprit, when nothing on the host names it.
+CulpritKey work_culprit(const DeviceActivity& work) {
+  return work.kind == ActivityKind::kKernel ? range_culprit(work.name) : kUnlaunchedTransferCulprit;
+}
+
+// Explains [x, y) of a gap by the thread's state, interval by interval:
+// DataLoader wait, collective, sync (while the blocking call runs; a sync
+// the host was still in when the gap's work started did not hold the work
+// back: it waited on the device, a consequence, so that stretch is
+// dependency), else plain host time named by what ran. `others` (or null):
+// threads that explain the time this one recorded nothing.
+void split_by_host_state(const HostTimelines& host, const HostThreadTimeline& th, uint32_t thread, const GapEnd& end_of,
+                         int64_t x, int64_t y, IdleAccount& out, const std::vector<uint32_t>* others) {
   int64_t cur = x;
   while (cur < y) {
     int64_t next = next_change(th.dataloader, cur);
@@ -133,25 +172,35 @@ void split_by_host_state(const HostTimelines& host, const HostThreadTimeline& th
     i = find_containing(th.sync, cur);
     if (i >= 0) {
       const int64_t end = std::min(next, y);
-      credit(out, IdleCause::kHostSync, th.sync[i].name, cur, end);
+      if (th.sync[i].end_ns > end_of.work_start_ns) {
+        credit(out, IdleCause::kDependency, end_of.waiting, cur, end);
+      } else {
+        credit(out, IdleCause::kHostSync, th.sync[i].name, cur, end);
+      }
       cur = end;
       continue;
     }
     int64_t end = std::min(next, y);
-    if (drain_from <= cur) {
-      credit(out, IdleCause::kHostSync, drain_name, cur, end);
-    } else if (others != nullptr && find_containing(th.active, cur) < 0) {
+    if (others != nullptr && find_containing(th.active, cur) < 0) {
       // The thread recorded nothing: it was idle, waiting for another
-      // thread. The thread that was actually in something explains it.
-      end = std::min(end, next_change(th.active, cur));
+      // thread. The thread that was actually in something explains it;
+      // when none was, the one that came back first.
+      end = std::min({end, next_change(th.active, cur), next_change(th.calls, cur)});
       const long m = other_thread_at(host, *others, thread, cur);
       if (m >= 0) {
         const HostThreadTimeline& mt = host.threads[static_cast<size_t>(m)];
         end = std::min({end, next_change(mt.dataloader, cur), next_change(mt.collective, cur),
                         next_change(mt.sync, cur), next_change(mt.leaf, cur)});
-        split_by_host_state(host, mt, static_cast<uint32_t>(m), gap_start, cur, end, out, nullptr);
+        split_by_host_state(host, mt, static_cast<uint32_t>(m), end_of, cur, end, out, nullptr);
       } else {
-        credit_host_time(out, IdleCause::kHost, th, thread, cur, end);
+        const uint32_t back = first_back(host, *others, thread, cur, end);
+        const HostThreadTimeline& bt = host.threads[back];
+        if (back != thread) end = std::min(end, next_recorded_ns(bt, cur));
+        // Other threads entering something end the piece: they explain what follows.
+        for (uint32_t o : *others) {
+          if (o < host.threads.size() && o != thread) end = std::min(end, next_change(host.threads[o].leaf, cur));
+        }
+        credit_host_time(out, IdleCause::kHost, bt, back, cur, end);
       }
     } else {
       credit_host_time(out, IdleCause::kHost, th, thread, cur, end);
@@ -223,6 +272,7 @@ struct WindowFacts {
   int64_t thread = -1;
   int64_t submit_floor_ns = kMaxSubmitNs;
   std::vector<uint32_t> launchers;  // threads that launched the window's work, most launches first
+  std::vector<uint32_t> others;     // the launchers, then every other thread with events
 };
 
 bool from_graph(const DeviceActivity& a, const HostApiCall& call) { return a.graph_id != 0 || call.graph; }
@@ -258,6 +308,12 @@ WindowFacts window_facts(const EventStore& store, const DeviceTimeline& tl, cons
   std::sort(counts.begin(), counts.end(),
             [](const auto& x, const auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
   for (const auto& [thread, n] : counts) f.launchers.push_back(thread);
+  f.others = f.launchers;
+  for (uint32_t t = 0; t < host.threads.size(); ++t) {
+    if (host.threads[t].has_events && std::find(f.launchers.begin(), f.launchers.end(), t) == f.launchers.end()) {
+      f.others.push_back(t);
+    }
+  }
   return f;
 }
 
@@ -335,6 +391,7 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
   const auto& acts = store.activities;
   int64_t thread = -1;
   int64_t launch_from = kNever;
+  GapEnd end_of;
   NameId launch_name = kNoName;
   // The work that ends the gap: the activities starting first at or after b.
   // Several may start at the same instant (1 us trace resolution); the one
@@ -386,6 +443,17 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
     }
     thread = call.thread;
     launch_from = op >= 0 ? ops[op].start_ns : call.start_ns;
+    // Launch lasts while the call runs and the device picks the work up
+    // (the window's fastest launch-to-start from the call's start). Work
+    // that started later than that plus the device's turnaround waited on
+    // the device (a stream or event dependency, work of another process,
+    // a graph's upstream node) with the launch long done: that stretch is
+    // explained like work queued before a gap.
+    const int64_t ready_ns = std::clamp(std::max(call.end_ns, call.start_ns + facts.submit_floor_ns), a, b);
+    if (b - ready_ns >= kKernelGapNs) {
+      split_by_dependency(host, launch_name, ready_ns, b, out);
+      b = ready_ns;
+    }
     // A stall inside the launching op before its call (first use of a GEMM
     // shape, an allocator miss): the op worked far longer than dispatching
     // a kernel takes here. Only the usual dispatch is launch; the rest is
@@ -410,6 +478,19 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
       b = from_ns;
     }
   }
+  if (next_call == nullptr && first != tl.by_start.end() && acts[*first].start_ns == b && b < hi_ns) {
+    // Work with no usable launch record ends the gap. Where the window's
+    // other work has launch records, this work was launched outside what the
+    // host recorded (NCCL's follow-up copies, a graph launched before the
+    // trace): a gap this short is the device's turnaround, as it is when
+    // the launch is known.
+    if (b - a < kKernelGapNs && facts.thread >= 0) {
+      credit(out, IdleCause::kKernelGap, work_culprit(acts[*first]), a, b);
+      return;
+    }
+    end_of.work_start_ns = b;
+    end_of.waiting = work_culprit(acts[*first]);
+  }
   if (thread < 0) thread = fallback_thread;
   int64_t host_end = b;
   if (launch_from != kNever) {
@@ -421,7 +502,8 @@ void attribute_gap(const EventStore& store, const DeviceTimeline& tl, const Host
     credit(out, IdleCause::kUnattributed, kNoHostCulprit, a, host_end);
     return;
   }
-  split_by_host_state(host, host.threads[thread], static_cast<uint32_t>(thread), a, a, host_end, out, &facts.launchers);
+  split_by_host_state(host, host.threads[thread], static_cast<uint32_t>(thread), end_of, a, host_end, out,
+                      &facts.others);
 }
 
 }  // namespace

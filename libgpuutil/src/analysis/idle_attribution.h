@@ -15,16 +15,24 @@
 //      (it waited on the GPU: a consequence), else `dependency`.
 //   3. Launched late: the part after the launching op began (the outermost
 //      op around the call, else the call) is `launch`, or `host_sync` from
-//      the call on when the call itself blocks (pageable copy). When the op
+//      the call on when the call itself blocks (pageable copy), up to when
+//      the device could have picked the work up (the call's end, at least
+//      its start + the submission floor); work that started 20 us or more
+//      after that waited on the device: that stretch is explained as in 2
+//      (sync, collective, else `dependency`). When the op
 //      worked >= 0.5 ms longer before its call than the window's median
 //      dispatch (a first-use GEMM, an allocator stall), only that median is
 //      `launch`: the rest is the op's host work (rule 4).
 //   4. The rest is explained by the launching thread's state (the window's
-//      main launching thread when there is no match), by priority:
-//      dataloader > collective > host_sync > other. "Other" time is
-//      `host_sync` when the gap began while that thread was blocked in a
-//      sync (the GPU drained behind it), `host` otherwise, named by the
-//      innermost non-phase range, else Python frame, else the thread.
+//      main launching thread when there is no match), interval by interval,
+//      by priority: dataloader > collective > host_sync (only while the
+//      blocking call runs; a sync still running when gap-ending work with
+//      no launch record started is `dependency`) > `host`, named by the
+//      innermost non-phase range, else Python frame, else the thread. Where
+//      the thread recorded nothing, another thread in something explains
+//      the time (launchers first, then every thread), else the thread that
+//      recorded something first afterwards. A gap under 20 us ended by work
+//      with no launch record is `kernel_gap`.
 //   5. With no host events for the thread, the time is `unattributed`.
 // Culprits are accumulated per cause by CulpritKey (culprit.h).
 #pragma once

@@ -12,7 +12,11 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdlib>
 #include <initializer_list>
+#include <mutex>
+#include <string>
+#include <vector>
 
 namespace gpuutil {
 
@@ -276,25 +280,103 @@ ApiRole api_role(std::string_view name) {
   return role;
 }
 
-bool is_communication_kernel(std::string_view name) {
-  // Any of "nccl", "rccl", "msccl", "nvshmem" in any case, or "c10d::" as
-  // written. One pass: only a position whose letter can start a needle is
-  // compared (templated kernel names run to kilobytes, and a trace has
-  // hundreds of distinct ones).
-  static constexpr std::array<std::string_view, 4> kFolded = {"nccl", "rccl", "msccl", "nvshmem"};
+namespace {
+
+// Communication kernels by what they do, case-folded substrings: the
+// collective libraries (NCCL, RCCL, MSCCL/MSCCL++, NVSHMEM), expert-parallel
+// dispatch/combine (DeepEP's deep_ep:: and dpsk::ep:: namespaces, pplx
+// kernels), torch's symmetric-memory collectives (symm_mem, multimem
+// all-reduce), the custom all-reduce of vLLM and SGLang
+// (cross_device_reduce_1stage/2stage), a collective verb in any library's
+// kernel (one_shot_all_reduce, twoShotAllReduceKernel, all_to_all,
+// reduce_scatter, all_gather), and c10d's own kernels.
+constexpr std::array<std::string_view, 21> kCommunicationNeedles = {
+    "nccl",      "rccl",          "msccl",      "nvshmem",   "c10d::",     "deep_ep",   "deepep",
+    "dpsk::ep",  "pplx",          "symm_mem",   "multimem",  "cross_device_reduce",      "allreduce",
+    "all_reduce", "allgather",    "all_gather", "reducescatter", "reduce_scatter", "alltoall", "all_to_all",
+    "alltoallv"};
+
+bool has_folded(std::string_view name, std::string_view needle) {
+  if (needle.empty() || name.size() < needle.size()) return false;
+  for (size_t i = 0; i + needle.size() <= name.size(); ++i) {
+    size_t j = 0;
+    while (j < needle.size() && ascii_lower(name[i + j]) == needle[j]) ++j;
+    if (j == needle.size()) return true;
+  }
+  return false;
+}
+
+std::mutex g_user_mu;
+std::vector<std::string> g_user_patterns;  // case-folded
+bool g_user_from_env = false;
+
+std::vector<std::string> folded(const std::vector<std::string>& in) {
+  std::vector<std::string> out;
+  for (std::string p : in) {
+    for (char& c : p) c = ascii_lower(c);
+    if (!p.empty()) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// GPUUTIL_COMM_KERNELS, read once: comma-separated substrings.
+void load_env_locked() {
+  if (g_user_from_env) return;
+  g_user_from_env = true;
+  const char* env = std::getenv("GPUUTIL_COMM_KERNELS");
+  if (env == nullptr) return;
+  std::vector<std::string> parts;
+  std::string cur;
+  for (const char* p = env;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      size_t a = cur.find_first_not_of(" \t"), b = cur.find_last_not_of(" \t");
+      if (a != std::string::npos) parts.push_back(cur.substr(a, b - a + 1));
+      cur.clear();
+      if (*p == '\0') break;
+    } else {
+      cur += *p;
+    }
+  }
+  g_user_patterns = folded(parts);
+}
+
+}  // namespace
+
+bool is_builtin_communication_kernel(std::string_view name) {
+  // One pass: only a position whose letter can start a needle is compared
+  // (templated kernel names run to kilobytes, and a trace has hundreds of
+  // distinct ones).
   for (size_t i = 0; i < name.size(); ++i) {
     const char c = ascii_lower(name[i]);
-    if (c == 'c') {
-      if (name.compare(i, 6, "c10d::") == 0) return true;
-      continue;
-    }
-    if (c != 'n' && c != 'r' && c != 'm') continue;
-    for (std::string_view needle : kFolded) {
+    if (c != 'n' && c != 'r' && c != 'm' && c != 'c' && c != 'd' && c != 'p' && c != 's' && c != 'a') continue;
+    for (std::string_view needle : kCommunicationNeedles) {
       if (needle[0] != c || name.size() - i < needle.size()) continue;
       size_t j = 1;
       while (j < needle.size() && ascii_lower(name[i + j]) == needle[j]) ++j;
       if (j == needle.size()) return true;
     }
+  }
+  return false;
+}
+
+void set_communication_kernel_patterns(const std::vector<std::string>& substrings) {
+  std::lock_guard<std::mutex> lock(g_user_mu);
+  g_user_from_env = true;  // an explicit setting replaces the environment's
+  g_user_patterns = folded(substrings);
+}
+
+std::vector<std::string> communication_kernel_patterns() {
+  std::lock_guard<std::mutex> lock(g_user_mu);
+  load_env_locked();
+  return g_user_patterns;
+}
+
+bool is_communication_kernel(std::string_view name) {
+  if (is_builtin_communication_kernel(name)) return true;
+  std::lock_guard<std::mutex> lock(g_user_mu);
+  load_env_locked();
+  for (const std::string& p : g_user_patterns) {
+    if (has_folded(name, p)) return true;
   }
   return false;
 }

@@ -67,15 +67,16 @@ Json slice(const std::string& name, const char* cat, int64_t pid, int64_t tid, i
   return j;
 }
 
-const char* kind_cat(const DeviceActivity& a) {
+const char* kind_cat(const EventStore& s, uint32_t i, const std::vector<uint8_t>& in_collective) {
+  const DeviceActivity& a = s.activities[i];
   if (a.kind == ActivityKind::kMemcpy) return "memcpy";
   if (a.kind == ActivityKind::kMemset) return "memset";
-  return a.is_communication ? "communication" : "kernel";
+  return is_communication_work(s, i, &in_collective) ? "communication" : "kernel";
 }
 
 void add_store(const EventStore& s, int64_t origin_ns, Json& events) {
-  const auto devices = build_device_timelines(s);
   const auto host = build_host_timelines(s);
+  const auto devices = build_device_timelines(s, &host.in_collective);
   const int64_t fallback = busiest_thread(s);
   const auto windows = analysis_windows(s);
 
@@ -112,7 +113,7 @@ void add_store(const EventStore& s, int64_t origin_ns, Json& events) {
         events.push_back(meta("thread_name", pid, kStreamTidBase + int64_t{a.stream} * 16 + int64_t(lane), tname));
       }
       lanes[lane] = a.end_ns;
-      Json j = slice(std::string(s.names.view(a.name)), kind_cat(a), pid,
+      Json j = slice(std::string(s.names.view(a.name)), kind_cat(s, idx, host.in_collective), pid,
                      kStreamTidBase + int64_t{a.stream} * 16 + int64_t(lane), a.start_ns, a.end_ns, origin_ns);
       if (a.kind == ActivityKind::kKernel && a.blocks() > 0) {
         j["args"] = Json::object({{"grid", {a.grid[0], a.grid[1], a.grid[2]}},
