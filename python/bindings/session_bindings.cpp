@@ -7,6 +7,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,7 +44,8 @@ void bind_session(py::module_& m) {
   m.def("now_ns", &gpuutil::session_now_ns, "The session clock (CLOCK_MONOTONIC ns).");
   m.def(
       "run_totals_of_reports",
-      [](const std::vector<std::string>& reports) {
+      [](const std::vector<std::string>& reports, std::optional<int64_t> outside_steps_ns,
+         const std::map<std::string, int64_t>& outside_named_ns) {
         std::vector<gpuutil::Report> parsed(reports.size());
         for (size_t i = 0; i < reports.size(); ++i) {
           std::string error;
@@ -50,11 +53,33 @@ void bind_session(py::module_& m) {
             throw py::value_error("report " + std::to_string(i + 1) + ": " + error);
           }
         }
-        return gpuutil::run_totals_to_json(gpuutil::run_totals_of_reports(parsed));
+        gpuutil::RunTotals t = gpuutil::run_totals_of_reports(parsed);
+        if (outside_steps_ns) {
+          // The run's own record (gpuutil.run/1, written at the profile's
+          // stop): the outside time no step report holds (before the first
+          // step, after the last), named as the live session named it.
+          if (*outside_steps_ns < 0) throw py::value_error("outside_steps_ns is negative");
+          t.outside_steps_ns = *outside_steps_ns;
+          t.outside_named_ns = {};
+          for (const auto& [name, ns] : outside_named_ns) {
+            bool known = false;
+            for (size_t k = 0; k < gpuutil::kOutsideKindCount; ++k) {
+              if (name == gpuutil::outside_kind_name(static_cast<gpuutil::OutsideKind>(k))) {
+                t.outside_named_ns[k] = std::max<int64_t>(0, ns);
+                known = true;
+              }
+            }
+            if (!known) throw py::value_error("unknown outside-steps kind: " + name);
+          }
+        }
+        return gpuutil::run_totals_to_json(t);
       },
-      py::arg("reports"),
+      py::arg("reports"), py::arg("outside_steps_ns") = py::none(),
+      py::arg("outside_named_ns") = std::map<std::string, int64_t>{},
       "Run totals (the JSON Session.run_totals_json gives) of step reports read back from a file, each a "
-      "gpuutil.report/1 JSON document, in file order: the run's findings by the same rules as prof.summary().");
+      "gpuutil.report/1 JSON document, in file order: the run's findings by the same rules as prof.summary().\n"
+      "outside_steps_ns / outside_named_ns: the run record's outside time (gpuutil.run/1), replacing the gaps "
+      "between the reports' steps.");
   py::class_<gpuutil::Session>(m, "Session")
       .def(py::init([](const std::string& jsonl_path, int rank, std::optional<double> flops_per_step,
                        const std::string& dtype, std::optional<double> peak_tflops, size_t max_pending_events,

@@ -86,10 +86,13 @@ class NvmlSampler:
 def now_ns() -> int:
     """The session clock (CLOCK_MONOTONIC ns)."""
 
-def run_totals_of_reports(reports: List[str]) -> str:
+def run_totals_of_reports(
+    reports: List[str], outside_steps_ns: Optional[int] = None, outside_named_ns: Dict[str, int] = ...
+) -> str:
     """Run totals of step reports (gpuutil.report/1 JSON documents) read back
     from a file, in file order: the run's findings by the same rules as
-    prof.summary()."""
+    prof.summary(). outside_steps_ns / outside_named_ns: the run record's
+    outside time (gpuutil.run/1), replacing the gaps between the steps."""
 
 def nvtx_push_step(step: int) -> None:
     """Pushes a 'step N' range in the gpuutil NVTX domain (visible in Nsight Systems)."""

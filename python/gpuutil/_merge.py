@@ -25,6 +25,21 @@ if TYPE_CHECKING:  # pragma: no cover
     from typing import Any, Dict, List, Optional, Tuple
 
 _CLUSTER = "gpuutil.cluster/"
+#: The run record a live profile writes as its JSONL's last line at stop
+#: (docs/report-schema.md, "The run record").
+RUN_SCHEMA = "gpuutil.run/1"
+_RUN = "gpuutil.run/"
+
+
+def is_run_record(rec: "Dict[str, Any]") -> bool:
+    return str(rec.get("schema", "")).startswith(_RUN)
+
+
+def _in_figures(report: "Dict[str, Any]") -> bool:
+    """False for a step kept out of the run's figures: a torch.compile
+    warm-up or a step reported incomplete (its wall is outside time)."""
+    steps = report.get("steps") or [{}]
+    return not steps[0].get("compile_warmup") and steps[0].get("complete", True) is not False
 
 
 def _is_file_of_reports(head: bytes) -> bool:
@@ -41,15 +56,20 @@ def rank_findings(findings: "List[Dict[str, Any]]", cluster: "List[Dict[str, Any
     return sorted(list(findings) + list(cluster), key=lambda f: -int(f.get("recoverable_ns") or 0))
 
 
-def run_totals(reports: "List[Dict[str, Any]]") -> "Dict[str, Any]":
+def run_totals(reports: "List[Dict[str, Any]]", run: "Optional[Dict[str, Any]]" = None) -> "Dict[str, Any]":
     """The C++ run totals of step reports (``_core.run_totals_of_reports``):
     the shape of ``Session.run_totals_json`` (findings, workload, outside
-    time)."""
+    time). ``run``: the file's run record, whose outside time (before the
+    first step, after the last) replaces the gaps between the steps."""
     import json
 
     from gpuutil import _core
 
-    return json.loads(_core.run_totals_of_reports([json.dumps(r) for r in reports]))
+    docs = [json.dumps(r) for r in reports]
+    if run is None:
+        return json.loads(_core.run_totals_of_reports(docs))
+    named = {k: int(v) for k, v in (run.get("outside_steps_breakdown_ns") or {}).items()}
+    return json.loads(_core.run_totals_of_reports(docs, int(run.get("outside_steps_ns", 0)), named))
 
 
 def _latest_cluster(records: "List[Dict[str, Any]]") -> "Optional[Dict[str, Any]]":
@@ -77,13 +97,19 @@ def merge_reports(records: "List[Dict[str, Any]]") -> "Dict[str, Any]":
     is) and, from a distributed leader's file, cluster records."""
     reports = [r for r in records if str(r.get("schema", "")).startswith("gpuutil.report/")]
     view = _latest_cluster([r for r in records if str(r.get("schema", "")).startswith(_CLUSTER)])
-    if len(reports) == 1:
+    runs = [r for r in records if is_run_record(r)]
+    run = runs[-1] if runs else None
+    if len(reports) == 1 and run is None:
         return _with_cluster(reports[0], view)
     first = reports[0]
     steps = [s for r in reports for s in r.get("steps", [])]
+    # The run's figures are its training steps': a compile warm-up or an
+    # incomplete step is listed with its mark but counted outside steps, as
+    # prof.summary() counts it.
+    counted = [r for r in reports if _in_figures(r)] or reports
     devices: Dict[Tuple[int, int], Dict[str, Any]] = {}
     culprits: Dict[Tuple[int, int], Dict[str, Dict[str, List[int]]]] = {}
-    for r in reports:
+    for r in counted:
         for d in r.get("summary", {}).get("devices", []):
             key = (d.get("rank", 0), d.get("device", 0))
             m = devices.setdefault(key, {"device": key[1], "rank": key[0], "name": d.get("name"), "wall_ns": 0,
@@ -107,26 +133,29 @@ def merge_reports(records: "List[Dict[str, Any]]") -> "Dict[str, Any]":
             cause: [{"name": n, "ns": t[0], "count": t[1]} for n, t in sorted(v.items(), key=lambda x: -x[1][0])[:5]]
             for cause, v in culprits.get(key, {}).items()
         }
-    totals = run_totals(reports)
+    totals = run_totals(reports, run)
     ranked = rank_findings(totals["findings"], view["findings"] if view else [])
     diags: Dict[str, Dict[str, Any]] = {}
     for r in reports:
         for d in r.get("diagnostics", []):
             m = diags.setdefault(d["name"], dict(d, count=0))
             m["count"] += d.get("count", 0)
-    walls = sorted(s.get("wall_ns", 0) for s in steps)
-    wall_total = sum(walls)
+    walls = sorted(s.get("wall_ns", 0) for r in counted for s in r.get("steps", []))
     summary = {
-        "steps": len(steps),
-        "steps_wall_ns": wall_total,
-        # Warm-up and incomplete steps are in both wall_total and the outside time.
-        "trace_span_ns": wall_total + totals["outside_steps_ns"] - sum(
-            totals.get("outside_steps_breakdown_ns", {}).get(k, 0) for k in ("compile_warmup", "incomplete")),
+        "steps": totals["steps"],
+        "steps_wall_ns": totals["steps_wall_ns"],
+        "trace_span_ns": totals["steps_wall_ns"] + totals["outside_steps_ns"],
         "outside_steps_ns": totals["outside_steps_ns"],
+        "outside_steps_breakdown_ns": totals.get("outside_steps_breakdown_ns", {}),
         "step_wall_p50_ns": walls[(len(walls) - 1) // 2] if walls else None,
         "devices": list(devices.values()),
         "top_finding": ranked[0] if ranked else None,
     }
+    for key in ("compile_warmup_steps", "incomplete_steps"):
+        if totals.get(key):
+            summary[key] = totals[key]
+    if run is not None and run.get("steps_source"):
+        summary["steps_source"] = run["steps_source"]
     if view is not None:
         summary["ranks"] = view["ranks"]
         summary["cluster"] = view["cluster"]

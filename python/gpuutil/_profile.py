@@ -254,6 +254,7 @@ class Profile(StepMarking, ReportDelivery):
             self._path.unreported = False
             self._deliver(self._session.finish(_core.now_ns()))
             self._after_report(final=True)
+            self._write_run_record()
             self._session.close_output()  # the file is complete: closed now, not when collected
         self._tell_sinks("on_profile_stop")
         _process.live_profiles.discard(self)
@@ -270,6 +271,32 @@ class Profile(StepMarking, ReportDelivery):
         self._depth = max(0, self._depth - 1)
         if self._depth == 0:
             self.stop()
+
+    def _write_run_record(self) -> None:
+        """The JSONL's last line: what the run knows and no step report holds
+        (``gpuutil.run/1``, docs/report-schema.md): the time outside steps
+        before the first and after the last (a final evaluation, a
+        checkpoint), named, and the steps kept out of the figures (compile
+        warm-ups, incomplete steps). ``gpuutil analyze`` and ``export html``
+        of the file then tell the story ``prof.summary()`` tells."""
+        if not self.output:
+            return
+        import json
+
+        from gpuutil._merge import RUN_SCHEMA
+
+        totals = json.loads(self._session.run_totals_json())
+        record = {
+            "schema": RUN_SCHEMA,
+            "steps": totals["steps"],
+            "steps_wall_ns": totals["steps_wall_ns"],
+            "outside_steps_ns": totals["outside_steps_ns"],
+            "outside_steps_breakdown_ns": totals["outside_steps_breakdown_ns"],
+            "compile_warmup_steps": totals.get("compile_warmup_steps", 0),
+            "incomplete_steps": totals.get("incomplete_steps", 0),
+            "steps_source": self.steps_source,
+        }
+        self._session.write_jsonl_line(json.dumps(record, separators=(",", ":")))
 
     def set_measured_flops(self, flops: float, step: int) -> None:
         """Called by the collector that measured FLOPs per step on ``step``."""

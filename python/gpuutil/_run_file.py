@@ -143,8 +143,8 @@ def _records(path: str, notes: "Optional[List[str]]") -> "Tuple[List[Dict[str, A
 def read_reports(path: str, *, cluster_records: bool = False,
                  notes: "Optional[List[str]]" = None) -> "List[Dict[str, Any]]":
     """gpuutil's reports in a report JSON or a steps JSONL, each checked
-    (_report_check); cluster records kept in file order only with
-    ``cluster_records``. One-line notes (a skipped torn final line) are
+    (_report_check); cluster records and the run record (``gpuutil.run/1``)
+    kept in file order only with ``cluster_records``. One-line notes (a skipped torn final line) are
     appended to ``notes``."""
     try:
         records, torn = _records(path, notes)
@@ -152,8 +152,8 @@ def read_reports(path: str, *, cluster_records: bool = False,
         raise RunError(f"cannot read {path}: {e.strerror or e}") from None
     out = []
     for r in records:
-        if str(r.get("schema", "")).startswith("gpuutil.cluster/"):
-            if cluster_records:
+        if str(r.get("schema", "")).startswith(("gpuutil.cluster/", "gpuutil.run/")):
+            if cluster_records:  # the cross-rank view and the run record (written at the profile's stop)
                 out.append(r)
             continue
         if r.get("kind") == "cluster" and _is_step_report(r):

@@ -94,8 +94,20 @@ def _device_series(reports: Sequence[Dict[str, Any]]) -> Dict[Tuple[int, int], L
         for step in rep.get("steps", []):
             for d in step.get("devices", []):
                 out.setdefault((int(d.get("rank", 0)), int(d.get("device", 0))), []).append(
-                    dict(d, _step=step.get("step")))
+                    dict(d, _step=step.get("step"), _counted=_counted(step)))
     return out
+
+
+def _counted(step: Dict[str, Any]) -> bool:
+    """False for a step kept out of the run's figures (a torch.compile
+    warm-up, an incomplete step): plotted, but not in the shares above the
+    plots, as prof.summary() and `gpuutil analyze` count it."""
+    return not step.get("compile_warmup") and step.get("complete", True) is not False
+
+
+def _kept_out(entries: Sequence[Dict[str, Any]]) -> str:
+    n = sum(1 for e in entries if not e.get("_counted", True))
+    return f", {n} kept out (compile warm-up or incomplete)" if n else ""
 
 
 def _axes(y_label: str) -> List[str]:
@@ -118,7 +130,8 @@ def _host_series(reports: Sequence[Dict[str, Any]]) -> Dict[int, List[Dict[str, 
     for rep in reports:
         for step in rep.get("steps", []):
             for h in _main_threads(step):
-                out.setdefault(int(h.get("rank", 0)), []).append(dict(h, _step=step.get("step")))
+                out.setdefault(int(h.get("rank", 0)), []).append(
+                    dict(h, _step=step.get("step"), _counted=_counted(step)))
     return out
 
 
@@ -355,11 +368,13 @@ def _host_sections(reports: Sequence[Dict[str, Any]]) -> List[str]:
         return ["<p>No device activity and no host ranges in the steps.</p>"]
     parts = ["<p>No device activity in the steps: where the main training thread's time went, step by step.</p>"]
     for rank, entries in hosts[:MAX_DEVICES]:
-        wall = sum(e.get("wall_ns", 0) for e in entries)
-        shares = ", ".join(f"{c} {100 * sum(e.get('breakdown_ns', {}).get(c, 0) for e in entries) / wall:.1f}%"
+        counted = [e for e in entries if e.get("_counted", True)] or entries
+        wall = sum(e.get("wall_ns", 0) for e in counted)
+        shares = ", ".join(f"{c} {100 * sum(e.get('breakdown_ns', {}).get(c, 0) for e in counted) / wall:.1f}%"
                            for c in HOST_COLORS if wall)
         where = f"rank {rank} " if len(hosts) > 1 else ""
-        parts.append(f"<h2>{where}host, main training thread: {len(entries)} steps ({_e(shares)})</h2>")
+        parts.append(f"<h2>{where}host, main training thread: {len(counted)} steps{_e(_kept_out(entries))} "
+                     f"({_e(shares)})</h2>")
         parts.append("<h3>Per-step host breakdown</h3>")
         parts.append(_legend(HOST_COLORS))
         parts.append(stacked_breakdown_svg(entries, HOST_COLORS).replace('class="breakdown"', 'class="host-breakdown"', 1))
@@ -369,7 +384,8 @@ def _host_sections(reports: Sequence[Dict[str, Any]]) -> List[str]:
 def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report") -> str:
     """The self-contained HTML page for a run (one report or a JSONL's reports)."""
     records = [r for r in reports if r.get("schema") == CLUSTER_SCHEMA]
-    reports = [r for r in reports if r.get("schema") != CLUSTER_SCHEMA]
+    runs = [r for r in reports if _merge.is_run_record(r)]
+    reports = [r for r in reports if r.get("schema") != CLUSTER_SCHEMA and not _merge.is_run_record(r)]
     fanned = [r for r in reports if r.get("kind") == "cluster"]
     if fanned:
         return _page(title, _cluster_page(fanned[-1], title), True)
@@ -380,7 +396,7 @@ def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report"
     # own findings, and a live view's cross-rank ones (cumulative: its last
     # record only).
     if reports:
-        findings = _merge.merge_reports(reports + records[-1:]).get("findings", [])
+        findings = _merge.merge_reports(reports + records[-1:] + runs[-1:]).get("findings", [])
     else:
         findings = _merge.rank_findings([], records[-1].get("findings", []) if records else [])
     body: List[str] = [f"<h1>{_e(title)}</h1>"]
@@ -396,11 +412,12 @@ def render_html(reports: Sequence[Dict[str, Any]], title: str = "gpuutil report"
         body.extend(_host_sections(reports))
     for (rank, device), entries in shown:
         name = next((e.get("name") for e in entries if e.get("name")), "")
-        wall = sum(e.get("wall_ns", 0) for e in entries)
-        busy = sum(e.get("busy_ns", 0) for e in entries)
+        counted = [e for e in entries if e.get("_counted", True)] or entries
+        wall = sum(e.get("wall_ns", 0) for e in counted)
+        busy = sum(e.get("busy_ns", 0) for e in counted)
         busy_txt = f"{100 * busy / wall:.1f}%" if wall else "-"
         body.append(f"<h2>rank {rank} device {device}{' (' + _e(name) + ')' if name else ''}: "
-                    f"{len(entries)} steps, busy {busy_txt}</h2>")
+                    f"{len(counted)} steps{_e(_kept_out(entries))}, busy {busy_txt}</h2>")
         body.append("<h3>Per-step breakdown</h3>")
         body.append(_legend(COLORS))
         body.append(stacked_breakdown_svg(entries))

@@ -146,6 +146,8 @@ class ReportTotals:
         if report.get("schema") == CLUSTER_SCHEMA:
             self._set_cluster(report, int(report.get("rank", 0)))
             return
+        if str(report.get("schema", "")).startswith("gpuutil.run/"):
+            return  # the run record: outside time, no step figures
         with self._lock:
             for step in report.get("steps", []):
                 ranks = set()
