@@ -596,8 +596,14 @@ def scenario_item(c: Checks, g: Any, gpuutil: Any, torch: Any, steps: int) -> No
                 busy_wait(0.005)  # 5 ms of CPU after the sync: the GPU is drained
                 g.gpu_ms(0.5)
     reports = list(prof.reports)[2:]
+    # Host sync lasts while the host is blocked (docs/accounting.md, issue
+    # 37): the 5 ms of CPU work after the sync is host time, not host sync.
     hs = median([device0(r)["breakdown_ns"]["idle_host_sync"] / 1e6 for r in reports if device0(r)])
-    c.add(name, "idle_host_sync per step (median)", ">= 5.0 ms", f"{hs:.2f} ms", ">= 4.5 ms", hs >= 4.5)
+    host = median([device0(r)["breakdown_ns"]["idle_host"] / 1e6 for r in reports if device0(r)])
+    c.add(name, "idle_host per step (median)", ">= 5.0 ms (the CPU work after the sync)", f"{host:.2f} ms",
+          ">= 4.5 ms", host >= 4.5)
+    c.add(name, "idle_host_sync per step (median)", "the blocked time only (< 5 ms)", f"{hs:.2f} ms", "< 4.5 ms",
+          hs < 4.5)
     culprits = [device0(r)["culprits"]["host_sync"][0]["name"] for r in reports
                 if device0(r) and device0(r)["culprits"]["host_sync"]]
     top = max(set(culprits), key=culprits.count) if culprits else "(none)"

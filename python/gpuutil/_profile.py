@@ -279,7 +279,9 @@ class Profile(StepMarking, ReportDelivery):
         checkpoint), named, and the steps kept out of the figures (compile
         warm-ups, incomplete steps). ``gpuutil analyze`` and ``export html``
         of the file then tell the story ``prof.summary()`` tells."""
-        if not self.output:
+        if not self.output or self._session.output_status()["lines_lost"]:
+            # A file that already lost step reports (a full disk) cannot
+            # tell the run's story; its readers see the lost-line counts.
             return
         import json
 

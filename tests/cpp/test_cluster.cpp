@@ -84,6 +84,21 @@ TEST(Cluster, PlantedDataloaderStragglerIsNamedWithItsCauseAndTheOthersWaitItsDe
   EXPECT_EQ(v.recent.back().straggler, 2);
 }
 
+// Issue 37: with two ranks the evidence said "the other 1 ranks wait".
+TEST(Cluster, TwoRankStragglerEvidenceSpeaksOfTheOtherRankInTheSingular) {
+  ClusterOptions o;
+  o.world_size = 2;
+  ClusterAssembler a(o);
+  for (int64_t step = 0; step < 10; ++step) {
+    for (int32_t r = 0; r < 2; ++r) a.add(r, r == 1 ? host_step(step, 40 * kMs, 1 * kMs) : host_step(step, 0, 41 * kMs));
+  }
+  a.advance();
+  const Finding* f = straggler(a.view());
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->evidence.find("; the other rank waits a median 40.0 ms per step"), std::string::npos) << f->evidence;
+  EXPECT_EQ(f->evidence.find("1 ranks"), std::string::npos) << f->evidence;
+}
+
 // The view of one step of two ranks, each `wall_ns` long, with these
 // collective instances.
 ClusterView one_step_of_two_ranks(int64_t wall_ns, std::vector<CollectiveSample> rank0,

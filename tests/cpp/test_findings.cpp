@@ -501,6 +501,41 @@ TEST(FindingsPlanted, PinnedInputCopyHasNoPageableFinding) {
   EXPECT_EQ(find(r.findings, "pageable_copy"), nullptr) << ::testing::PrintToString(ids(r.findings));
 }
 
+// Issue 37, item 7: "low occupancy" fired on a 99%-busy run whose GEMMs are
+// persistent kernels (one 384-thread block with 160 KiB of shared memory per
+// SM, by design). Their occupancy is their design: no finding, and the
+// estimate leaves them out (persistent_kernel_ns). The same kernels in an
+// uneven grid are an ordinary low-occupancy launch.
+Report persistent_gemm_run(uint32_t blocks) {
+  Planted p;
+  p.store().devices[0].sm_count = 108;
+  for (int s = 0; s < 4; ++s) {
+    const double t = s * 10'000.0;
+    p.step(s, t, t + 10'000);
+    for (int k = 0; k < 10; ++k) {
+      p.kernel("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_persistent", t + 1'000.0 * k + 5, t + 1'000.0 * (k + 1),
+               t + 1'000.0 * k);
+      auto& a = p.store().activities.back();
+      a.grid[0] = blocks;
+      a.block[0] = 384;
+      a.registers_per_thread = 168;
+      a.shared_memory_bytes = 160 * 1024;
+    }
+  }
+  return analyze(p.store());
+}
+
+TEST(Findings, PersistentGemmsAtLowOccupancyByDesignAreNoLowOccupancyFinding) {
+  const Report persistent = persistent_gemm_run(108);
+  const auto& d = persistent.steps.at(0).devices.at(0);
+  EXPECT_EQ(d.persistent_kernel_ns, test::us(9'950));
+  EXPECT_FALSE(d.achieved_occupancy_est.has_value());
+  EXPECT_EQ(find(persistent.findings, "low_occupancy"), nullptr) << ::testing::PrintToString(ids(persistent.findings));
+  const Report uneven = persistent_gemm_run(150);
+  EXPECT_EQ(uneven.steps.at(0).devices.at(0).persistent_kernel_ns, 0);
+  EXPECT_NE(find(uneven.findings, "low_occupancy"), nullptr) << ::testing::PrintToString(ids(uneven.findings));
+}
+
 // --- real GPU traces --------------------------------------------------------
 
 Report analyze_trace(const std::string& name) {

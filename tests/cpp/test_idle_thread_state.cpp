@@ -11,6 +11,7 @@
 
 #include "gpuutil/analysis.h"
 #include "planted.h"
+#include "step_checks.h"
 
 namespace gpuutil {
 namespace {
@@ -18,25 +19,10 @@ namespace {
 using test::Planted;
 using test::us;
 
-int64_t idle(const DeviceStepReport& d, IdleCause c) { return d.breakdown.idle_ns[static_cast<size_t>(c)]; }
-
-int64_t culprit_ns(const DeviceStepReport& d, IdleCause c, const std::string& name) {
-  for (const auto& t : d.culprits[static_cast<size_t>(c)]) {
-    if (t.name == name) return t.ns;
-  }
-  return 0;
-}
-
-std::string top_culprit(const DeviceStepReport& d, IdleCause c) {
-  const auto& v = d.culprits[static_cast<size_t>(c)];
-  return v.empty() ? "" : v.front().name;
-}
-
-void expect_identities(const DeviceStepReport& d) {
-  EXPECT_EQ(d.breakdown.total_ns(), d.wall_ns);
-  EXPECT_EQ(d.breakdown.busy_ns(), d.busy_ns);
-  for (auto v : d.breakdown.idle_ns) EXPECT_GE(v, 0);
-}
+using test::culprit_ns;
+using test::expect_identities;
+using test::idle;
+using test::top_culprit;
 
 bool has_finding(const Report& r, const std::string& id) {
   for (const auto& f : r.findings) {

@@ -94,6 +94,24 @@ TEST(OccupancySmEfficiency, UnknownGridOrSmCountIsNullopt) {
 
 // ---- Occupancy: each limit by hand -----------------------------------------
 
+// Issue 37, item 7: a persistent launch is exactly k blocks on every SM,
+// all resident at once (a persistent GEMM on an A100: 108 blocks of 384
+// threads with 160 KiB of shared memory, one per SM by design). A grid that
+// does not fill every SM evenly, or needs a second wave, is not one.
+TEST(Occupancy, PersistentLaunchIsKBlocksOnEverySmAllResident) {
+  const auto one = estimate_occupancy_detail(kernel(108, 384, 168, 160 * 1024), a100());
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->max_active_blocks_per_sm, 1);
+  EXPECT_TRUE(one->persistent);
+  EXPECT_LT(one->achieved_occupancy, 0.25);  // low by design
+  const auto two = estimate_occupancy_detail(kernel(216, 128, 32), a100());  // 2 per SM, up to 16 resident
+  ASSERT_TRUE(two.has_value());
+  EXPECT_TRUE(two->persistent);
+  EXPECT_FALSE(estimate_occupancy_detail(kernel(107, 384, 168, 160 * 1024), a100())->persistent);  // one SM idle
+  EXPECT_FALSE(estimate_occupancy_detail(kernel(150, 384, 168, 160 * 1024), a100())->persistent);  // uneven
+  EXPECT_FALSE(estimate_occupancy_detail(kernel(216, 384, 168, 160 * 1024), a100())->persistent);  // two waves
+}
+
 TEST(Occupancy, V100With256ThreadBlocksAnd32RegistersIsFullWhenGridIsLarge) {
   // 8 warps/block; warps: 64/8 = 8 blocks; registers: 32*32 = 1024/warp,
   // 16384/1024 = 16 warps per sub-partition * 4 = 64 warps = 8 blocks.

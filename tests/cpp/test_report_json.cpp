@@ -159,7 +159,7 @@ TEST(ReportJson, StepAndDeviceKeys) {
   const auto& d = step["devices"][0];
   EXPECT_EQ(keys_of(d),
             (std::vector<std::string>{"device", "rank", "name", "wall_ns", "busy_ns", "breakdown_ns", "idle_ns",
-                                      "culprits", "kernels", "memcpys", "memsets", "short_kernels",
+                                      "culprits", "kernels", "memcpys", "memsets", "short_kernels", "persistent_kernel_ns",
                                       "sm_efficiency_est", "achieved_occupancy_est", "memcpy", "pageable_memcpy", "communication",
                                       "top_kernels", "launch_latency_ns", "graph_kernels",
                                       "graph_launch_latency_ns", "flops", "peak_flops_per_s", "mfu",

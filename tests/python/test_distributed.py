@@ -129,12 +129,14 @@ def test_four_rank_torchrun_job_names_the_dataloader_straggler_and_what_the_othe
     # reports; the last one names the straggler. The others' files have none.
     lines = [json.loads(x) for x in (tmp_path / "steps.rank0.jsonl").read_text().splitlines()]
     records = [x for x in lines if x["schema"] == "gpuutil.cluster/1"]
-    assert records and len(lines) - len(records) == 20
+    assert lines[-1]["schema"] == "gpuutil.run/1"  # the run record, written at stop
+    assert records and len(lines) - len(records) - 1 == 20
     assert [f["rank"] for f in records[-1]["findings"]] == [2]
     assert records[-1]["ranks"] == docs[0]["summary"]["ranks"]
     for r in (1, 2, 3):
         other = (tmp_path / f"steps.rank{r}.jsonl").read_text().splitlines()
-        assert len(other) == 20 and all(json.loads(x)["schema"] == "gpuutil.report/1" for x in other)
+        assert len(other) == 21 and all(json.loads(x)["schema"] == "gpuutil.report/1" for x in other[:-1])
+        assert json.loads(other[-1])["schema"] == "gpuutil.run/1"
 
 
 def test_multi_bucket_ddp_fast_rank_waits_for_the_straggler_once_not_once_per_bucket(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@ produce per-step gpuutil reports after adding only the callback."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -53,7 +55,8 @@ def test_lightning_fit_produces_one_report_per_optimizer_step(tmp_path):
         assert main["breakdown_ns"]["dataloader"] > 0
         assert main["breakdown_ns"]["backward"] > 0
     assert cb.prof.summary()["steps_source"] == "optimizer_step"
-    assert len((tmp_path / "steps.jsonl").read_text().splitlines()) == 5
+    lines = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert [x["schema"] for x in lines] == ["gpuutil.report/1"] * 5 + ["gpuutil.run/1"]  # the run record last
 
 
 def test_huggingface_trainer_produces_one_report_per_optimizer_step(tmp_path):

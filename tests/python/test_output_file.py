@@ -96,7 +96,8 @@ def test_the_steps_file_is_closed_when_the_profile_stops(tmp_path: Path) -> None
             pass
         assert open_on_it()
     assert not open_on_it()  # prof is still referenced: closed by stop(), not by the collector
-    assert len(out.read_text().splitlines()) == 1
+    lines = [json.loads(x)["schema"] for x in out.read_text().splitlines()]
+    assert lines == ["gpuutil.report/1", "gpuutil.run/1"]  # the step, then the run record written at stop
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's mallinfo2")

@@ -20,7 +20,7 @@ def test_profile_reports_each_step_in_the_report_schema(tmp_path):
         assert r["schema"] == gpuutil.REPORT_SCHEMA
         assert r["steps"][0]["step"] == i
         assert r["steps"][0]["wall_ns"] >= 2_000_000
-    lines = out.read_text().splitlines()
+    lines = out.read_text().splitlines()[:-1]  # the last is the run record (gpuutil.run/1)
     assert [json.loads(l)["steps"][0]["step"] for l in lines] == [0, 1, 2]
     # The file says how steps were found, like prof.reports does.
     assert {json.loads(l)["sources"][0]["steps_source"] for l in lines} == {"user"}
@@ -61,7 +61,8 @@ def test_exception_in_the_loop_still_reports_the_step(tmp_path):
         with gpuutil.profile(output=str(out)) as prof:
             with prof.step():
                 1 / 0
-    assert len(out.read_text().splitlines()) == 1
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["schema"] for x in lines] == ["gpuutil.report/1", "gpuutil.run/1"]
 
 
 def test_bad_arguments_fail_before_anything_runs(tmp_path):
@@ -101,8 +102,9 @@ def test_batched_reports_are_complete_when_read(tmp_path):
         steps = [r["steps"][0]["step"] for r in prof.reports]
         assert steps == [0, 1, 2, 3, 4]
         assert prof.summary()["steps"] == 5
-    lines = (tmp_path / "s.jsonl").read_text().splitlines()
-    assert [json.loads(x)["steps"][0]["step"] for x in lines] == [0, 1, 2, 3, 4]
+    lines = [json.loads(x) for x in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [x["steps"][0]["step"] for x in lines[:-1]] == [0, 1, 2, 3, 4]
+    assert lines[-1]["schema"] == "gpuutil.run/1" and lines[-1]["steps"] == 5  # the run record, at stop
 
 
 def test_on_step_gets_every_report_in_order_by_stop_when_batched():
@@ -136,7 +138,9 @@ def test_background_reports_reach_on_step_one_batch_later_in_order(tmp_path):
         assert len(out.read_text().splitlines()) >= 2
         assert 0 < len(seen) < 12
     assert [r["steps"][0]["step"] for r in seen] == list(range(12))
-    assert [json.loads(x)["steps"][0]["step"] for x in out.read_text().splitlines()] == list(range(12))
+    lines = out.read_text().splitlines()
+    assert [json.loads(x)["steps"][0]["step"] for x in lines[:-1]] == list(range(12))
+    assert json.loads(lines[-1])["schema"] == "gpuutil.run/1"
 
 
 def test_report_interval_zero_reports_at_every_step_end():

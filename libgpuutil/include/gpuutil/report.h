@@ -95,7 +95,10 @@ struct DeviceStepReport {
   uint64_t memsets = 0;
   uint64_t short_kernels = 0;  // kernels shorter than short_kernel_threshold_ns
   std::optional<double> sm_efficiency_est;
+  // Over kernels that are not persistent launches (their occupancy is their
+  // design); persistent_kernel_ns is the kernel time left out of it.
   std::optional<double> achieved_occupancy_est;
+  int64_t persistent_kernel_ns = 0;
   std::array<uint64_t, kMemcpyDirectionCount> memcpy_bytes{};
   std::array<int64_t, kMemcpyDirectionCount> memcpy_ns{};
   uint64_t pageable_memcpys = 0;       // copies to/from pageable host memory: they block the host

@@ -117,9 +117,11 @@ std::vector<Finding> straggler_findings(const ClusterView& view) {
       f.evidence += " (relative perf " + std::string(buf) + ")";
     }
     if (cause != "unknown") f.evidence += "; its " + cause + " is " + ms_text(cause_excess) + " per step over the median rank";
-    f.evidence += "; the other " + std::to_string(ranks.size() - 1) + " ranks wait a median " + ms_text(wait_p50) +
-                  " per step in collectives (" + ms_text(others_wait_ns) + " in all over " + std::to_string(r->steps) +
-                  " steps)";
+    const size_t others = ranks.size() - 1;
+    f.evidence += (others == 1 ? std::string("; the other rank waits a median ")
+                               : "; the other " + std::to_string(others) + " ranks wait a median ") +
+                  ms_text(wait_p50) + " per step in collectives (" + ms_text(others_wait_ns) + " in all over " +
+                  std::to_string(r->steps) + (r->steps == 1 ? " step)" : " steps)");
     f.fix = fix_for(cause);
     f.recoverable_ns = others_wait_ns;
     f.share_of_wall = all_wall_ns > 0 ? static_cast<double>(others_wait_ns) / static_cast<double>(all_wall_ns) : 0;

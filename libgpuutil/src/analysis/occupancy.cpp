@@ -195,6 +195,11 @@ std::optional<OccupancyDetail> estimate_occupancy_detail(const DeviceActivity& k
   if (d.max_active_blocks_per_sm <= 0) return std::nullopt;
 
   d.grid_blocks_per_sm = double(blocks) / double(device.sm_count);
+  {
+    const uint64_t sms = static_cast<uint64_t>(device.sm_count);
+    const uint64_t k = sms > 0 ? blocks / sms : 0;
+    d.persistent = k >= 1 && blocks == k * sms && k <= static_cast<uint64_t>(d.max_active_blocks_per_sm);
+  }
   d.active_blocks_per_sm = std::min(double(d.max_active_blocks_per_sm), d.grid_blocks_per_sm);
   const double warps_per_block = d.warps_per_block;
   const double max_warps = d.max_warps_per_sm;

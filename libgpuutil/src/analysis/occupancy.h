@@ -42,6 +42,14 @@ struct OccupancyDetail {
   double active_blocks_per_sm = 0;       // min(max_active_blocks_per_sm, grid_blocks_per_sm)
   double theoretical_occupancy = 0;      // max_active_blocks_per_sm * warps_per_block / max_warps_per_sm
   double achieved_occupancy = 0;         // active_blocks_per_sm * warps_per_block / max_warps_per_sm, in [0, 1]
+  // A persistent launch: the grid is exactly k blocks on every SM (k >= 1)
+  // and all of them are resident at once (k <= max_active_blocks_per_sm).
+  // The kernel keeps its blocks on the SMs and loops over its work
+  // (persistent and warp-specialised GEMMs, FlashAttention-3, stream-K):
+  // its occupancy is its design, hiding latency with asynchronous copies
+  // and tensor cores, not a lever (issue 37: "low occupancy" fired on a
+  // 99%-busy run of such GEMMs).
+  bool persistent = false;
 };
 std::optional<OccupancyDetail> estimate_occupancy_detail(const DeviceActivity& kernel, const DeviceInfo& device);
 

@@ -138,9 +138,12 @@ void RunTotals::add(const Report& report) {
         t.sm_weighted_ns += *d.sm_efficiency_est * static_cast<double>(d.wall_ns);
         t.sm_known = true;
       }
-      if (d.achieved_occupancy_est && d.breakdown.compute_ns > 0) {
-        t.occupancy_weighted_ns += *d.achieved_occupancy_est * static_cast<double>(d.breakdown.compute_ns);
-        t.occupancy_weight_ns += static_cast<double>(d.breakdown.compute_ns);
+      // Weighted by the compute time the estimate speaks for (persistent
+      // launches are left out of it).
+      const int64_t weight_ns = std::max<int64_t>(0, d.breakdown.compute_ns - d.persistent_kernel_ns);
+      if (d.achieved_occupancy_est && weight_ns > 0) {
+        t.occupancy_weighted_ns += *d.achieved_occupancy_est * static_cast<double>(weight_ns);
+        t.occupancy_weight_ns += static_cast<double>(weight_ns);
       }
       if (d.flops) {
         t.flops += *d.flops;

@@ -55,8 +55,12 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
   if (scratch && info && limits && scratch->occupancy.size() != kCacheSize) scratch->occupancy.assign(kCacheSize, {});
   // Occupancy is a pure function of the launch configuration (the device and
   // its limits being fixed): memoised when the caller gives a scratch.
-  auto occupancy_of = [&](const DeviceActivity& a) -> std::optional<double> {
-    if (!scratch) return estimate_achieved_occupancy(a, *info, *limits);
+  // (occupancy, persistent launch)
+  auto occupancy_of = [&](const DeviceActivity& a) -> std::pair<std::optional<double>, bool> {
+    if (!scratch) {
+      const auto d = estimate_occupancy_detail(a, *info, *limits);
+      return {d ? std::optional<double>(d->achieved_occupancy) : std::nullopt, d && d->persistent};
+    }
     const uint64_t blocks = a.blocks(), threads = a.threads_per_block();
     const size_t h = static_cast<size_t>((blocks * 0x9E3779B97F4A7C15ull) ^ (threads * 0xC2B2AE3D27D4EB4Full) ^
                                          (uint64_t(a.registers_per_thread) << 20) ^
@@ -71,9 +75,11 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
       e.threads = threads;
       e.registers = a.registers_per_thread;
       e.shared_bytes = a.shared_memory_bytes;
-      e.occupancy = estimate_achieved_occupancy(a, *info, *limits);
+      const auto d = estimate_occupancy_detail(a, *info, *limits);
+      e.occupancy = d ? std::optional<double>(d->achieved_occupancy) : std::nullopt;
+      e.persistent = d && d->persistent;
     }
-    return e.occupancy;
+    return {e.occupancy, e.persistent};
   };
   std::unordered_map<NameId, NamedTime> kernel_time;
   std::vector<int64_t> latencies_ns, graph_latencies_ns;
@@ -114,9 +120,14 @@ StepMetricSums compute_step_metrics(const EventStore& store, const DeviceTimelin
           sums.sm_weighted_ns += *e * static_cast<double>(in_ns);
           sums.sm_known = true;
         }
-        if (auto o = limits ? occupancy_of(a) : std::nullopt) {
-          sums.occ_weighted_ns += *o * static_cast<double>(in_ns);
-          sums.occ_kernel_ns += static_cast<double>(in_ns);
+        if (limits) {
+          const auto [o, persistent] = occupancy_of(a);
+          if (persistent) {
+            out.persistent_kernel_ns += in_ns;  // occupancy by design: not in the estimate
+          } else if (o) {
+            sums.occ_weighted_ns += *o * static_cast<double>(in_ns);
+            sums.occ_kernel_ns += static_cast<double>(in_ns);
+          }
         }
       }
     } else if (starts_here) {

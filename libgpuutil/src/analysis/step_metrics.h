@@ -24,7 +24,7 @@ namespace gpuutil {
 struct StepMetricSums {
   double sm_weighted_ns = 0;  // sum of min(blocks/SMs,1) * kernel ns in window
   double occ_weighted_ns = 0; // sum of occupancy * kernel ns
-  double occ_kernel_ns = 0;   // kernel ns with a known occupancy
+  double occ_kernel_ns = 0;   // kernel ns with a known occupancy (persistent launches left out)
   bool sm_known = false;
 };
 
@@ -38,6 +38,7 @@ struct StepMetricsScratch {
     uint64_t blocks = 0, threads = 0;
     uint32_t registers = 0, shared_bytes = 0;
     std::optional<double> occupancy;
+    bool persistent = false;
   };
   std::vector<Entry> occupancy;  // direct-mapped by launch configuration
   std::unordered_map<int32_t, std::optional<OccupancyLimits>> limits;  // per device

@@ -110,8 +110,11 @@ RangeCategory classify_range(std::string_view name, bool is_op) {
   if (starts_with(name, "enumerate(DataLoader)")) return RangeCategory::kDataloader;
 
   // torch.optim.Optimizer's profiling hooks: "Optimizer.step#SGD.step", "Optimizer.zero_grad#Adam.zero_grad".
+  // Gradient clipping is part of the update: gpuutil's Python hooks time
+  // torch.nn.utils.clip_grad_norm_ / clip_grad_value_ under these names.
   if (starts_with(name, "Optimizer.step#") || starts_with(name, "Optimizer.zero_grad#") ||
-      name == "Optimizer.step" || name == "Optimizer.zero_grad" || name == "## optimizer ##") {
+      name == "Optimizer.step" || name == "Optimizer.zero_grad" || name == "## optimizer ##" ||
+      name == "torch.nn.utils.clip_grad_norm_" || name == "torch.nn.utils.clip_grad_value_") {
     return RangeCategory::kOptimizer;
   }
 

@@ -189,6 +189,7 @@ void device_step_json(JsonWriter& w, const DeviceStepReport& d) {
   w.member("memcpys", d.memcpys);
   w.member("memsets", d.memsets);
   w.member("short_kernels", d.short_kernels);
+  w.member("persistent_kernel_ns", d.persistent_kernel_ns);
   w.key("sm_efficiency_est");
   optional_double(w, d.sm_efficiency_est);
   w.key("achieved_occupancy_est");

@@ -165,6 +165,7 @@ DeviceStepReport device_of(const object& o) {
   read_int(o, "memcpys", &d.memcpys);
   read_int(o, "memsets", &d.memsets);
   read_int(o, "short_kernels", &d.short_kernels);
+  read_int(o, "persistent_kernel_ns", &d.persistent_kernel_ns);
   read_double(o, "sm_efficiency_est", &d.sm_efficiency_est);
   read_double(o, "achieved_occupancy_est", &d.achieved_occupancy_est);
   object pageable;

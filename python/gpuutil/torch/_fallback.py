@@ -151,6 +151,8 @@ class PythonHooks:
         self._install_blocking_copies()
         self._install_checkpoint()
         self._install_optimizer()
+        self._install_clip_grad()
+        self._install_grad_scaler()
         self._install_backward()
         if self._forward_hooks:
             self._install_forward()
@@ -217,6 +219,48 @@ class PythonHooks:
 
         if self._loader_hooks:
             self._patch(torch.optim.Optimizer, "zero_grad", make)
+
+    def _install_clip_grad(self) -> None:
+        """``torch.nn.utils.clip_grad_norm_`` / ``clip_grad_value_`` timed as
+        ranges of those names: optimizer time with a culprit (docs/pytorch.md),
+        not ``other``. Calls through the module attribute are seen (a name
+        imported before the profile started keeps PyTorch's function)."""
+        import torch.nn.utils as nn_utils
+
+        for fn in ("clip_grad_norm_", "clip_grad_value_"):
+            if getattr(nn_utils, fn, None) is not None:
+                self._patch(nn_utils, fn, self._timed(f"torch.nn.utils.{fn}", is_op=False))
+
+    def _install_grad_scaler(self) -> None:
+        """``GradScaler.step`` that skips ``optimizer.step()`` (inf/NaN
+        gradients) still ends the iteration's automatic step, as the
+        optimizer step would have: without it two iterations merge into one
+        step. Counted as ``optimizer_step_skipped``."""
+        amp = getattr(torch, "amp", None)
+        scaler_cls = getattr(amp, "GradScaler", None) if amp is not None else None
+        if scaler_cls is None:
+            return
+        path, session = self._path, self._prof.session
+
+        def make(original: Callable[..., Any]) -> Callable[..., Any]:
+            def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+                out = original(scaler, optimizer, *args, **kwargs)
+                try:
+                    state = scaler._per_optimizer_states[id(optimizer)]
+                    skipped = bool(scaler.is_enabled()) and sum(
+                        float(v) for v in state["found_inf_per_device"].values()) > 0
+                except Exception:  # noqa: BLE001 - a GradScaler of another shape: leave it
+                    return out
+                if skipped:
+                    path.optimizer_pre(optimizer, args, kwargs)
+                    path.optimizer_post(optimizer, args, kwargs)
+                    session.count("optimizer_step_skipped", 1,
+                                  f"{type(optimizer).__name__}: GradScaler found inf/NaN gradients and skipped its step")
+                return out
+
+            return step
+
+        self._patch(scaler_cls, "step", make)
 
     def _timed(
         self, name: str, is_op: bool = True, untimed_in_detail: bool = False
