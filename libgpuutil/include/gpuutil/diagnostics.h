@@ -82,7 +82,7 @@ const char* to_string(Severity s);
   X(cluster_steps_dropped, kWarning, "cross-rank step summaries were dropped before publishing (the exchange fell behind); the cluster view lacks them") \
   X(optimizers_per_iteration, kInfo, "several optimizers step per iteration (a GAN): each automatic step ends at the one seen last and holds one iteration; the first iteration is split in two steps; mark steps with prof.step() to choose (see example: which optimizers)") \
   X(compile_warmup, kInfo, "torch.compile compiled during this step: a warm-up, kept out of the run's figures (prof.summary(): its wall counts as outside steps, compile_warmup) (see example: which compile)") \
-  X(optimizer_step_skipped, kInfo, "GradScaler skipped optimizer.step() (inf/NaN gradients); the iteration still ends an automatic step, as an optimizer step would (see example: which optimizer, how many)")
+  X(optimizer_step_skipped, kInfo, "GradScaler skipped optimizer.step() (non-finite gradients); the iteration still ends an automatic step, as an optimizer step would (see example: which optimizer, how many)")
 
 enum class Diag : uint16_t {
 #define GPUUTIL_DIAG_ENUM(name, sev, desc) name,

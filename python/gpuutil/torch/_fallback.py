@@ -232,7 +232,7 @@ class PythonHooks:
                 self._patch(nn_utils, fn, self._timed(f"torch.nn.utils.{fn}", is_op=False))
 
     def _install_grad_scaler(self) -> None:
-        """``GradScaler.step`` that skips ``optimizer.step()`` (inf/NaN
+        """``GradScaler.step`` that skips ``optimizer.step()`` (non-finite
         gradients) still ends the iteration's automatic step, as the
         optimizer step would have: without it two iterations merge into one
         step. Counted as ``optimizer_step_skipped``."""
@@ -255,7 +255,7 @@ class PythonHooks:
                     path.optimizer_pre(optimizer, args, kwargs)
                     path.optimizer_post(optimizer, args, kwargs)
                     session.count("optimizer_step_skipped", 1,
-                                  f"{type(optimizer).__name__}: GradScaler found inf/NaN gradients and skipped its step")
+                                  f"{type(optimizer).__name__}: GradScaler found non-finite gradients and skipped its step")
                 return out
 
             return step
