@@ -3,7 +3,8 @@
 # (idempotent), then runs the example PyTorch training loop with a planted
 # DataLoader stall (num_workers=0, 4 ms sleep per sample, 8 samples a batch)
 # under gpuutil.profile(): prints the per-step host breakdown and the top
-# finding, and writes one JSON report per step to build/demo/steps.jsonl.
+# finding, and writes one JSON report per step to build/demo/steps.jsonl
+# (then the run record, gpuutil.run/1).
 # Extra arguments go to examples/train.py (e.g. --item, --tiny-batch).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,8 +19,9 @@ def run_example(tmp_path, *flags):
     proc = subprocess.run([sys.executable, str(EXAMPLE), "--steps", "5", "--output", str(out), *flags],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    reports = [json.loads(line) for line in out.read_text().splitlines()]
-    return proc.stdout, reports
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[-1]["schema"] == "gpuutil.run/1"  # the run record, written at stop
+    return proc.stdout, lines[:-1]
 
 
 def main_thread(report):

@@ -98,6 +98,8 @@ def test_slow_dataloader_is_attributed_to_dataloader_every_step(tmp_path, hook_m
         assert ("torch_hook_fallback" in diagnostic_names(r)) == (hook_mode == "python")
     # The JSONL file has the same steps with the host breakdown.
     lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines[-1]["schema"] == "gpuutil.run/1"  # the run record, written at stop
+    lines = lines[:-1]
     assert len(lines) == 6 and all(line["steps"][0]["host"] for line in lines)
     summary = prof.summary()
     assert summary["steps_source"] == "optimizer_step"
