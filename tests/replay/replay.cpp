@@ -439,6 +439,22 @@ void compare_findings(Comparison& c, const Report& offline, const std::vector<St
 
 }  // namespace
 
+bool no_cupti_data_in_a_step(const std::vector<StepOutput>& live, const Report& offline) {
+  std::map<int64_t, bool> offline_busy;  // step -> any device work
+  for (const StepReport& s : offline.steps) {
+    for (const auto& d : s.devices) offline_busy[s.step] = offline_busy[s.step] || d.busy_ns > 0;
+  }
+  for (const auto& o : live) {
+    bool empty = !o.report.sources.empty();
+    for (const auto& src : o.report.sources) empty = empty && src.activities == 0 && src.api_calls == 0;
+    if (!empty) continue;
+    for (const StepReport& s : o.report.steps) {
+      if (offline_busy[s.step]) return true;
+    }
+  }
+  return false;
+}
+
 Comparison compare(const Report& offline, const std::vector<StepOutput>& live) {
   Comparison c;
   std::vector<std::string> names = {"compute", "communication", "memory"};

@@ -83,6 +83,11 @@ EventStore skewed(const EventStore& store, int64_t skew_ns);
 // Plays `store` (a trace with steps) through the live path.
 ReplayResult replay(const EventStore& store, const ReplayOptions& options);
 
+// True when some live step report holds no CUPTI data at all (no API call,
+// no device activity) while the offline analysis of that step has device
+// work: the signature of a step reported before its records arrived.
+bool no_cupti_data_in_a_step(const std::vector<StepOutput>& live, const Report& offline);
+
 // Differences between the replay and the offline analysis, per step and
 // device: the largest |live - offline| of each breakdown bucket, and every
 // step/device whose culprits, launch latency or counts differ, and the
