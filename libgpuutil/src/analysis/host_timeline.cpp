@@ -122,6 +122,11 @@ HostTimelines build_host_timelines(const EventStore& store) {
     }
   }
   std::vector<NamedIntervalList> calls(n_threads);
+  {
+    std::vector<size_t> per_thread(n_threads);
+    for (const auto& c : store.api_calls) ++per_thread[c.thread];
+    for (size_t t = 0; t < n_threads; ++t) calls[t].reserve(per_thread[t]);
+  }
   for (const auto& c : store.api_calls) {
     if (c.kind != HostApiKind::kOther && c.kind != HostApiKind::kSynchronize) raw[c.thread].queue_starts.push_back(c.start_ns);
     calls[c.thread].push_back({c.start_ns, c.end_ns, c.name});
