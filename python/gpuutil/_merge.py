@@ -35,11 +35,14 @@ def is_run_record(rec: "Dict[str, Any]") -> bool:
     return str(rec.get("schema", "")).startswith(_RUN)
 
 
-def _in_figures(report: "Dict[str, Any]") -> bool:
+def counted_step(step: "Dict[str, Any]") -> bool:
     """False for a step kept out of the run's figures: a torch.compile
     warm-up or a step reported incomplete (its wall is outside time)."""
-    steps = report.get("steps") or [{}]
-    return not steps[0].get("compile_warmup") and steps[0].get("complete", True) is not False
+    return not step.get("compile_warmup") and step.get("complete", True) is not False
+
+
+def _in_figures(report: "Dict[str, Any]") -> bool:
+    return counted_step((report.get("steps") or [{}])[0])
 
 
 def _is_file_of_reports(head: bytes) -> bool:

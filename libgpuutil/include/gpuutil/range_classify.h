@@ -85,7 +85,7 @@ ApiRole api_role(std::string_view name);
 
 // True for communication kernels, recognised by what they do
 // (docs/accounting.md, "Communication"): the built-in families
-// (is_builtin_communication_kernel: NCCL/RCCL/MSCCL/NVSHMEM, DeepEP and
+// (NCCL/RCCL/MSCCL/NVSHMEM, DeepEP and
 // other expert-parallel dispatch/combine, symmetric memory, custom
 // all-reduce, any kernel named for a collective verb), or a name containing
 // one of the user's patterns (set_communication_kernel_patterns, else
@@ -96,7 +96,6 @@ ApiRole api_role(std::string_view name);
 // classify a name once and cache it (the CUPTI decoder and the Kineto
 // mapper do).
 bool is_communication_kernel(std::string_view name);
-bool is_builtin_communication_kernel(std::string_view name);
 // Replaces the user's patterns (and the environment's) for the process.
 // Names already classified and cached by a running collector keep their
 // class: set them before profiling starts.

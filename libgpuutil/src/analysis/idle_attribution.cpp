@@ -271,8 +271,9 @@ constexpr int64_t kDispatchStallNs = 500'000;
 struct WindowFacts {
   int64_t thread = -1;
   int64_t submit_floor_ns = kMaxSubmitNs;
-  std::vector<uint32_t> launchers;  // threads that launched the window's work, most launches first
-  std::vector<uint32_t> others;     // the launchers, then every other thread with events
+  // The threads that launched the window's work, most launches first,
+  // then every other thread with events.
+  std::vector<uint32_t> others;
 };
 
 bool from_graph(const DeviceActivity& a, const HostApiCall& call) { return a.graph_id != 0 || call.graph; }
@@ -307,10 +308,11 @@ WindowFacts window_facts(const EventStore& store, const DeviceTimeline& tl, cons
   }
   std::sort(counts.begin(), counts.end(),
             [](const auto& x, const auto& y) { return x.second != y.second ? x.second > y.second : x.first < y.first; });
-  for (const auto& [thread, n] : counts) f.launchers.push_back(thread);
-  f.others = f.launchers;
+  for (const auto& [thread, n] : counts) f.others.push_back(thread);
+  const size_t launchers = f.others.size();
   for (uint32_t t = 0; t < host.threads.size(); ++t) {
-    if (host.threads[t].has_events && std::find(f.launchers.begin(), f.launchers.end(), t) == f.launchers.end()) {
+    if (host.threads[t].has_events && std::find(f.others.begin(), f.others.begin() + long(launchers), t) ==
+                                          f.others.begin() + long(launchers)) {
       f.others.push_back(t);
     }
   }

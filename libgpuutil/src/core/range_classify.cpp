@@ -343,8 +343,7 @@ void load_env_locked() {
   g_user_patterns = folded(parts);
 }
 
-}  // namespace
-
+// The built-in families (kCommunicationNeedles) in one pass.
 bool is_builtin_communication_kernel(std::string_view name) {
   // One pass: only a position whose letter can start a needle is compared
   // (templated kernel names run to kilobytes, and a trace has hundreds of
@@ -361,6 +360,8 @@ bool is_builtin_communication_kernel(std::string_view name) {
   }
   return false;
 }
+
+}  // namespace
 
 void set_communication_kernel_patterns(const std::vector<std::string>& substrings) {
   std::lock_guard<std::mutex> lock(g_user_mu);

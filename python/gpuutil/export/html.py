@@ -94,17 +94,12 @@ def _device_series(reports: Sequence[Dict[str, Any]]) -> Dict[Tuple[int, int], L
         for step in rep.get("steps", []):
             for d in step.get("devices", []):
                 out.setdefault((int(d.get("rank", 0)), int(d.get("device", 0))), []).append(
-                    dict(d, _step=step.get("step"), _counted=_counted(step)))
+                    dict(d, _step=step.get("step"), _counted=_merge.counted_step(step)))
     return out
 
 
-def _counted(step: Dict[str, Any]) -> bool:
-    """False for a step kept out of the run's figures (a torch.compile
-    warm-up, an incomplete step): plotted, but not in the shares above the
-    plots, as prof.summary() and `gpuutil analyze` count it."""
-    return not step.get("compile_warmup") and step.get("complete", True) is not False
-
-
+# Steps kept out of the run's figures (_merge.counted_step) are plotted, but
+# not in the shares above the plots, as prof.summary() counts them.
 def _kept_out(entries: Sequence[Dict[str, Any]]) -> str:
     n = sum(1 for e in entries if not e.get("_counted", True))
     return f", {n} kept out (compile warm-up or incomplete)" if n else ""
@@ -131,7 +126,7 @@ def _host_series(reports: Sequence[Dict[str, Any]]) -> Dict[int, List[Dict[str, 
         for step in rep.get("steps", []):
             for h in _main_threads(step):
                 out.setdefault(int(h.get("rank", 0)), []).append(
-                    dict(h, _step=step.get("step"), _counted=_counted(step)))
+                    dict(h, _step=step.get("step"), _counted=_merge.counted_step(step)))
     return out
 
 
